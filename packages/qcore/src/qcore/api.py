@@ -1,0 +1,140 @@
+"""The public API: look a plugin up by name, build what it provides, check what it returned.
+
+Every error names the plugin and its distribution. Torch is imported inside the functions
+so that ``import qcore`` and ``qcore list`` stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from qcore.errors import PluginConflictError, PluginError
+from qcore.plugin_api import Lowering
+from qcore.plugins import REGISTRY, PluginInfo
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.ao.quantization import QConfigMapping
+    from torch.ao.quantization.backend_config import BackendConfig
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+T = TypeVar("T")
+
+
+def _build(kind: str, name: str, what: str, factory: Callable[[], Any], expected: type[T]) -> T:
+    """Call a plugin factory; wrap its failure or a wrong return type in a PluginError."""
+    owner = REGISTRY.distribution(kind, name)
+    try:
+        result = factory()
+    except (TypeError, ValueError):
+        raise  # the caller's options were wrong: the plugin reports them itself
+    except PluginError:
+        raise
+    except Exception as exc:
+        error = PluginError(
+            f"{kind} plugin '{name}' ({owner}) failed to build its {what}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        REGISTRY.record_failure(kind, name, error)
+        raise error from exc
+    if not isinstance(result, expected):
+        error = PluginError(
+            f"{kind} plugin '{name}' ({owner}) returned a {type(result).__name__} "
+            f"for its {what}, expected {expected.__module__}.{expected.__name__}"
+        )
+        REGISTRY.record_failure(kind, name, error)
+        raise error
+    return result
+
+
+def _pattern_key(config: Any) -> str:
+    as_dict = config.to_dict()
+    return repr(as_dict.get("pattern", as_dict.get("pattern_complex_format")))
+
+
+def get_backend_config(name: str) -> BackendConfig:
+    """The FX-mode ``BackendConfig`` of backend ``name``, with its installed extensions."""
+    from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
+
+    plugin = REGISTRY.load("backend", name)
+    config = _build("backend", name, "BackendConfig", plugin.backend_config, BackendConfig)
+    owner = REGISTRY.distribution("backend", name)
+    claimed = {_pattern_key(c): owner for c in config.configs}
+    for ext_dist, ext in REGISTRY.extensions("backend-extension", name):
+        for pattern_config in ext.patterns():
+            if not isinstance(pattern_config, BackendPatternConfig):
+                raise PluginError(
+                    f"backend extension '{ext.name}' ({ext_dist}) for '{name}' gave a "
+                    f"{type(pattern_config).__name__}, expected a BackendPatternConfig"
+                )
+            key = _pattern_key(pattern_config)
+            if key in claimed:
+                raise PluginConflictError(
+                    f"backend extension '{ext.name}' ({ext_dist}) adds pattern {key} to "
+                    f"'{name}', which {claimed[key]} already defines"
+                )
+            claimed[key] = ext_dist
+            config.set_backend_pattern_config(pattern_config)
+    return config
+
+
+def get_qconfig_mapping(
+    name: str, is_qat: bool = False, model: nn.Module | None = None
+) -> QConfigMapping:
+    """The default ``QConfigMapping`` that agrees with backend ``name``'s own fusions.
+
+    Pass ``model`` when you have it: some backends (oneDNN) must see which module types
+    occur to keep qconfigs consistent across the patterns they fuse.
+    """
+    from torch.ao.quantization import QConfigMapping
+
+    plugin = REGISTRY.load("backend", name)
+    if plugin.qconfig_mapping is None:
+        raise PluginError(
+            f"backend plugin '{name}' ({REGISTRY.distribution('backend', name)}) "
+            "provides no default QConfigMapping"
+        )
+    factory = plugin.qconfig_mapping
+    return _build(
+        "backend", name, "QConfigMapping", lambda: factory(is_qat, model), QConfigMapping
+    )
+
+
+def get_quantizer(name: str, **options: Any) -> Quantizer:
+    """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``."""
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    plugin = REGISTRY.load("quantizer", name)
+    install_quantizer_extensions(name)
+    return _build("quantizer", name, "Quantizer", lambda: plugin.factory(**options), Quantizer)
+
+
+def install_quantizer_extensions(name: str) -> None:
+    """Register the annotators that extension distributions add to quantizer ``name``.
+
+    Idempotent; quantizer classes built on qcore's registry call it too, so extensions
+    apply whether a quantizer is built through qcore or directly.
+    """
+    from qcore.annotation.registry import ANNOTATORS
+
+    plugin = REGISTRY.load("quantizer", name)
+    namespace = plugin.annotator_namespace or name
+    for ext_dist, ext in REGISTRY.extensions("quantizer-extension", name):
+        for annotator in ext.annotators():
+            ANNOTATORS.add(namespace, annotator, source=ext_dist)
+
+
+def get_lowering(name: str) -> Lowering:
+    """The compiler lowering ``name``: ``install()``/``uninstall()``, a context manager,
+    and ``report()``. Importing its package changes nothing; installing does."""
+    plugin = REGISTRY.load("lowering", name)
+    return _build("lowering", name, "Lowering", plugin.factory, Lowering)  # type: ignore[type-abstract]
+
+
+def list_plugins() -> list[PluginInfo]:
+    """Every installed plugin with kind, name, distribution, version and status.
+
+    Reads entry-point metadata only: no plugin module is imported.
+    """
+    return REGISTRY.info()

@@ -1,0 +1,134 @@
+"""The contract between qcore and plugin distributions.
+
+A plugin distribution exposes one of these descriptors per entry point. Descriptors are
+plain data holding factories, so loading an entry point stays cheap: the factories do the
+heavy imports (torch.ao backend configs, torchao, Inductor) on first use. This module
+must therefore never import torch at runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from torch import nn
+    from torch.ao.quantization import QConfigMapping
+    from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from qcore.annotation.registry import Annotator
+
+#: Bumped when a descriptor's fields or a factory's signature change incompatibly.
+PLUGIN_API_VERSION = 1
+
+#: Entry-point groups, one per descriptor kind.
+GROUPS: dict[str, str] = {
+    "backend": "qcore.backends",
+    "quantizer": "qcore.quantizers",
+    "lowering": "qcore.lowerings",
+    "backend-extension": "qcore.backend_extensions",
+    "quantizer-extension": "qcore.quantizer_extensions",
+}
+
+QConfigMappingFactory = Callable[[bool, "nn.Module | None"], "QConfigMapping"]
+
+
+@runtime_checkable
+class Lowering(Protocol):
+    """A compiler-pass bundle that installs scoped and idempotently."""
+
+    def install(self) -> None: ...
+
+    def uninstall(self) -> None: ...
+
+    def report(self) -> Any: ...
+
+    def __enter__(self) -> Lowering: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackendPlugin:
+    """An FX-mode backend: a BackendConfig and a QConfigMapping that agrees with it.
+
+    ``qconfig_mapping(is_qat, model)`` receives the model when the caller has one, for
+    mappings that must see which module types occur (see the oneDNN backend).
+    """
+
+    kind: ClassVar[str] = "backend"
+    name: str
+    backend_config: Callable[[], BackendConfig]
+    qconfig_mapping: QConfigMappingFactory | None = None
+    description: str = ""
+    api_version: int = PLUGIN_API_VERSION
+
+
+@dataclass(frozen=True)
+class QuantizerPlugin:
+    """A PT2E quantizer. ``factory(**options)`` returns a torchao ``Quantizer``.
+
+    ``annotator_namespace`` names the qcore annotator-registry namespace the quantizer
+    draws from; extensions targeting this quantizer register into it.
+    """
+
+    kind: ClassVar[str] = "quantizer"
+    name: str
+    factory: Callable[..., Quantizer]
+    annotator_namespace: str | None = None
+    description: str = ""
+    api_version: int = PLUGIN_API_VERSION
+
+
+@dataclass(frozen=True)
+class LoweringPlugin:
+    """A compiler lowering (e.g. Inductor int8 passes); ``factory()`` returns a Lowering."""
+
+    kind: ClassVar[str] = "lowering"
+    name: str
+    factory: Callable[[], Lowering]
+    description: str = ""
+    api_version: int = PLUGIN_API_VERSION
+
+
+@dataclass(frozen=True)
+class BackendExtension:
+    """Extra pattern configs (with their fuser methods) for the backend named ``target``."""
+
+    kind: ClassVar[str] = "backend-extension"
+    name: str
+    target: str
+    patterns: Callable[[], Sequence[BackendPatternConfig]]
+    description: str = ""
+    api_version: int = PLUGIN_API_VERSION
+
+
+@dataclass(frozen=True)
+class QuantizerExtension:
+    """Extra annotators for the quantizer named ``target``, added to its registry namespace."""
+
+    kind: ClassVar[str] = "quantizer-extension"
+    name: str
+    target: str
+    annotators: Callable[[], Sequence[Annotator]]
+    description: str = ""
+    api_version: int = PLUGIN_API_VERSION
+
+
+Descriptor = (
+    BackendPlugin | QuantizerPlugin | LoweringPlugin | BackendExtension | QuantizerExtension
+)
+
+DESCRIPTOR_TYPES: dict[str, type[Any]] = {
+    cls.kind: cls
+    for cls in (BackendPlugin, QuantizerPlugin, LoweringPlugin, BackendExtension, QuantizerExtension)
+}
