@@ -96,9 +96,7 @@ def get_qconfig_mapping(
             "provides no default QConfigMapping"
         )
     factory = plugin.qconfig_mapping
-    return _build(
-        "backend", name, "QConfigMapping", lambda: factory(is_qat, model), QConfigMapping
-    )
+    return _build("backend", name, "QConfigMapping", lambda: factory(is_qat, model), QConfigMapping)
 
 
 def get_quantizer(name: str, **options: Any) -> Quantizer:

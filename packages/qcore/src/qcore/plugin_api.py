@@ -130,5 +130,11 @@ Descriptor = (
 
 DESCRIPTOR_TYPES: dict[str, type[Any]] = {
     cls.kind: cls
-    for cls in (BackendPlugin, QuantizerPlugin, LoweringPlugin, BackendExtension, QuantizerExtension)
+    for cls in (
+        BackendPlugin,
+        QuantizerPlugin,
+        LoweringPlugin,
+        BackendExtension,
+        QuantizerExtension,
+    )
 }

@@ -206,7 +206,7 @@ class PluginRegistry:
             raise ForeignQcoreError(f"{entry.label} cannot load: {foreign}")
         try:
             descriptor = entry.entry_point.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's
+        except Exception as exc:  # any import failure is the plugin's, not ours
             raise PluginError(
                 f"{entry.label} failed to import {entry.entry_point.value}: "
                 f"{type(exc).__name__}: {exc}"
@@ -222,7 +222,8 @@ class PluginRegistry:
                 f"{entry.label} targets plugin API version {descriptor.api_version}, "
                 f"this qcore provides version {PLUGIN_API_VERSION}"
             )
-        if descriptor.name != entry.name and f"{getattr(descriptor, 'target', '')}.{descriptor.name}" != entry.name:
+        qualified = f"{getattr(descriptor, 'target', '')}.{descriptor.name}"
+        if entry.name not in (descriptor.name, qualified):
             raise PluginError(
                 f"{entry.label}: its descriptor is named '{descriptor.name}', "
                 f"but the entry point is named '{entry.name}'"

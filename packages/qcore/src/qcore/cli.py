@@ -1,0 +1,132 @@
+"""The ``qcore`` command: list, show and check installed plugins, and run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from qcore.errors import PluginError
+from qcore.plugins import REGISTRY, foreign_qcore_reason
+from qcore.tables import render_table
+
+# Loggers that print import-time noise on a CPU machine (torchao's CUDA-only extension
+# libraries, torch's pytree deprecation notice): not errors, so not in our output.
+_NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+def _quiet_import_noise() -> None:
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _cmd_list(_: argparse.Namespace) -> int:
+    from qcore.api import list_plugins
+
+    foreign = foreign_qcore_reason()
+    if foreign:
+        print(f"warning: {foreign}", file=sys.stderr)
+    rows = [
+        [
+            p.kind,
+            p.name,
+            p.distribution,
+            p.version,
+            p.status + (f" ({p.reason})" if p.reason else ""),
+        ]
+        for p in list_plugins()
+    ]
+    print(render_table(["KIND", "NAME", "DISTRIBUTION", "VERSION", "STATUS"], rows))
+    return 0
+
+
+def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
+    """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``."""
+    kind, _, name = spec.rpartition(":")
+    candidates = [kind] if kind else list(kinds)
+    found = [(k, name) for k in candidates if name in REGISTRY.names(k)]
+    if not found:
+        known = sorted({n for k in kinds for n in REGISTRY.names(k)})
+        raise PluginError(f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})")
+    return found
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from qcore.describe import DESCRIBERS
+
+    for kind, name in _resolve(args.name, list(DESCRIBERS)):
+        print(DESCRIBERS[kind](name))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from qcore.testing import check_backend, check_quantizer
+
+    runners: dict[str, Callable[[str], list[object]]] = {
+        "backend": check_backend,  # type: ignore[dict-item]
+        "quantizer": check_quantizer,  # type: ignore[dict-item]
+    }
+    targets = (
+        [pair for spec in args.names for pair in _resolve(spec, list(runners))]
+        if args.names
+        else [(k, n) for k in runners for n in REGISTRY.names(k) if not _disabled(k, n)]
+    )
+    failed = 0
+    for kind, name in targets:
+        try:
+            results = runners[kind](name)
+        except PluginError as exc:
+            print(f"FAIL {kind}:{name}: {exc}")
+            failed += 1
+            continue
+        bad = [r for r in results if not getattr(r, "ok", False)]
+        for r in bad if not args.verbose else results:
+            print(r)
+        print(f"{kind}:{name}: {len(results) - len(bad)} passed, {len(bad)} failed")
+        failed += bool(bad) or not results
+    return 1 if failed else 0
+
+
+def _disabled(kind: str, name: str) -> bool:
+    return any(p.status == "disabled" for p in REGISTRY.info() if (p.kind, p.name) == (kind, name))
+
+
+def _cmd_demo(_: argparse.Namespace) -> int:
+    from qcore.demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qcore", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="installed plugins (reads metadata only)").set_defaults(
+        func=_cmd_list
+    )
+    show = sub.add_parser("show", help="a backend's patterns or a quantizer's annotators")
+    show.add_argument("name", help="plugin name, or kind:name")
+    show.set_defaults(func=_cmd_show)
+    check = sub.add_parser("check", help="run the conformance kit; non-zero exit on failure")
+    check.add_argument(
+        "names", nargs="*", help="plugin names (default: every backend and quantizer)"
+    )
+    check.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
+    check.set_defaults(func=_cmd_check)
+    sub.add_parser("demo", help="quantize a small model end to end").set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _quiet_import_noise()
+    try:
+        code: int = args.func(args)
+    except PluginError as exc:
+        print(f"qcore: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""Human-readable tables of what a plugin provides, for ``qcore show``."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from qcore.plugins import REGISTRY
+from qcore.tables import render_table
+
+_OPERATOR_NAMES = {getattr(operator, n): f"operator.{n}" for n in ("add", "mul", "sub", "truediv")}
+# torch's conventional aliases, so that nn.Conv2d and its QAT twin read differently.
+_MODULE_ALIASES = (
+    ("torch.ao.nn.intrinsic.qat", "nniqat."),
+    ("torch.ao.nn.intrinsic", "nni."),
+    ("torch.ao.nn.qat", "nnqat."),
+    ("torch.ao.nn.quantized.reference", "nnqr."),
+    ("torch.ao.nn.quantized", "nnq."),
+    ("torch.nn", ""),
+)
+_OBSERVATION = {
+    "OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT": "own-output",
+    "OUTPUT_SHARE_OBSERVER_WITH_INPUT": "shared-with-input",
+    "INPUT_OUTPUT_NOT_OBSERVED": "not-observed",
+}
+
+
+def op_name(op: Any) -> str:
+    """A short, unambiguous name for a pattern element (module class, function, method)."""
+    if isinstance(op, str):
+        return f"'{op}'"  # a Tensor method, as torch's patterns spell them
+    if op in _OPERATOR_NAMES:
+        return _OPERATOR_NAMES[op]
+    module = getattr(op, "__module__", "") or ""
+    name = getattr(op, "__name__", None) or repr(op)
+    if name == "MatchAllNode":
+        return "*"
+    if module.startswith("torch.nn.functional"):
+        return f"F.{name}"
+    if isinstance(op, type):
+        prefix = next((a for m, a in _MODULE_ALIASES if module.startswith(m)), f"{module}.")
+        return prefix + name
+    return f"torch.{name}" if module.startswith("torch") or not module else f"{module}.{name}"
+
+
+def pattern_text(config: Any) -> str:
+    """``Conv2d → ReLU`` for simple patterns; the expression tree for complex ones."""
+    spec = config.to_dict()
+    if "pattern" in spec:
+        pattern = spec["pattern"]
+        parts = pattern if isinstance(pattern, tuple) else (pattern,)
+        return " → ".join(op_name(p) for p in parts)
+    return _tree_text(spec["pattern_complex_format"])
+
+
+def _tree_text(node: Any) -> str:
+    if not isinstance(node, tuple):
+        return op_name(node)
+    head, *args = node
+    return f"{op_name(head)}({', '.join(_tree_text(a) for a in args)})"
+
+
+def _dtype_text(dtype_config: dict[str, Any]) -> str:
+    def short(key: str) -> str:
+        value = dtype_config.get(key)
+        dtype = getattr(value, "dtype", value)
+        return str(dtype).removeprefix("torch.") if dtype is not None else "-"
+
+    text = f"{short('input_dtype')}→{short('output_dtype')}"
+    if dtype_config.get("weight_dtype") is not None:
+        text += f" w:{short('weight_dtype')}"
+    return text + (" dyn" if dtype_config.get("is_dynamic") else "")
+
+
+def describe_backend(name: str) -> str:
+    from qcore.api import get_backend_config
+
+    config = get_backend_config(name)
+    rows = []
+    for pattern_config in config.configs:
+        spec = pattern_config.to_dict()
+        fused = spec.get("fused_module") or spec.get("root_module")
+        rows.append(
+            [
+                pattern_text(pattern_config),
+                _OBSERVATION.get(spec["observation_type"].name, spec["observation_type"].name),
+                "; ".join(sorted({_dtype_text(d) for d in spec.get("dtype_configs", [])})),
+                op_name(fused) if fused is not None else "",
+            ]
+        )
+    header = f"backend {name} ({REGISTRY.distribution('backend', name)}): {len(rows)} patterns"
+    table = render_table(["PATTERN", "OBSERVATION", "DTYPES", "MODULE"], rows)
+    return f"{header}\n{table}\n"
+
+
+def describe_quantizer(name: str) -> str:
+    from qcore.annotation.registry import ANNOTATORS
+    from qcore.api import install_quantizer_extensions
+
+    plugin = REGISTRY.load("quantizer", name)
+    namespace = plugin.annotator_namespace or name
+    install_quantizer_extensions(name)
+    plugin.factory()  # a quantizer registers its annotators when its module loads
+    mark = {True: "yes", False: "-"}
+    rows = [
+        [a.name, mark[a.static], mark[a.dynamic], mark[a.qat_only], a.description]
+        for a in ANNOTATORS.annotators(namespace)
+    ]
+    header = (
+        f"quantizer {name} ({REGISTRY.distribution('quantizer', name)}): {len(rows)} annotators"
+    )
+    table = render_table(["ANNOTATOR", "STATIC", "DYNAMIC", "QAT-ONLY", "DESCRIPTION"], rows)
+    return f"{header}\n{table}\n"
+
+
+def describe_lowering(name: str) -> str:
+    plugin = REGISTRY.load("lowering", name)
+    return f"lowering {name} ({REGISTRY.distribution('lowering', name)}): {plugin.description}\n"
+
+
+DESCRIBERS: dict[str, Callable[[str], str]] = {
+    "backend": describe_backend,
+    "quantizer": describe_quantizer,
+    "lowering": describe_lowering,
+}
