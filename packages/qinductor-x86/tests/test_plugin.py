@@ -1,0 +1,42 @@
+"""qinductor-x86 in this release: discoverable, inert on import, explicit about what is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import qcore
+from qcore.plugins import REGISTRY
+
+
+def test_importing_the_package_changes_no_inductor_state() -> None:
+    code = (
+        "import torch._inductor.config as c\n"
+        "before = (c.post_grad_custom_pre_pass, c.post_grad_custom_post_pass, "
+        "c.pre_grad_custom_pass)\n"
+        "import qinductor_x86, qinductor_x86.plugin\n"
+        "after = (c.post_grad_custom_pre_pass, c.post_grad_custom_post_pass, "
+        "c.pre_grad_custom_pass)\n"
+        "assert before == after, (before, after)\n"
+        "print('unchanged')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "unchanged"
+
+
+@pytest.mark.parametrize("kind", ["quantizer", "lowering"])
+def test_descriptors_load_through_entry_points(kind: str) -> None:
+    REGISTRY.reset()
+    descriptor = REGISTRY.load(kind, "x86")
+    assert descriptor.name == "x86"
+    assert descriptor.api_version == qcore.PLUGIN_API_VERSION
+
+
+@pytest.mark.parametrize("get", [qcore.get_lowering, qcore.get_quantizer])
+def test_unimplemented_parts_fail_naming_the_distribution(get: object) -> None:
+    REGISTRY.reset()
+    with pytest.raises(qcore.PluginError, match=r"qinductor-x86 .*not implemented"):
+        get("x86")  # type: ignore[operator]

@@ -1,0 +1,103 @@
+"""The public API and CLI as a user meets them: fresh interpreters, installed metadata."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+
+FIRST_PARTY = {
+    ("backend", "onednn", "qbackend-onednn"),
+    ("backend", "executorch", "qbackend-executorch"),
+    ("quantizer", "xnnpack", "qquantizer-xnnpack"),
+    ("quantizer", "x86", "qinductor-x86"),
+    ("lowering", "x86", "qinductor-x86"),
+}
+HEAVY_PREFIXES = ("qbackend_", "qquantizer_", "qinductor_", "torchao", "torch._inductor")
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qcore.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_list_plugins_names_first_party_without_importing_them() -> None:
+    result = run_python(
+        "import json, sys, qcore\n"
+        "rows = [(p.kind, p.name, p.distribution, p.status) for p in qcore.list_plugins()]\n"
+        f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY_PREFIXES!r}))\n"
+        "print(json.dumps({'rows': rows, 'heavy': heavy}))"
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    listed = {(k, n, d) for k, n, d, _ in payload["rows"]}
+    assert listed >= FIRST_PARTY
+    assert all(status == "available" for *_, status in payload["rows"])
+    assert payload["heavy"] == []
+
+
+def test_cli_list_prints_every_first_party_plugin() -> None:
+    result = run_cli("list")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["KIND", "NAME", "DISTRIBUTION", "VERSION", "STATUS"]
+    rows = {tuple(line.split()[:3]) for line in lines[1:]}
+    assert rows >= FIRST_PARTY
+    assert "Failed to load" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("dist", ["qcore", "qbackend-onednn", "qbackend-executorch"])
+def test_fx_packages_do_not_require_torchao(dist: str) -> None:
+    requirements = metadata.requires(dist) or []
+    assert requirements, f"{dist} declares no requirements at all"
+    assert not [r for r in requirements if "torchao" in r.lower()]
+
+
+@pytest.mark.parametrize(
+    ("backend", "count"),
+    [("onednn", 221), ("executorch", 84)],
+)
+def test_backend_config_builds_in_a_fresh_interpreter(backend: str, count: int) -> None:
+    # torch 2.13's own onednn getter fails in a fresh process; ours must not.
+    result = run_python(
+        f"import qcore; print(len(qcore.get_backend_config({backend!r}).configs))"
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.strip()) == count
+
+
+def test_unknown_name_is_a_one_line_error_listing_known_names() -> None:
+    result = run_cli("show", "nosuchbackend")
+    assert result.returncode != 0
+    message = result.stderr.strip()
+    assert "\n" not in message
+    assert "nosuchbackend" in message
+    for known in ("onednn", "executorch", "xnnpack"):
+        assert known in message
+
+
+def test_show_onednn_prints_one_row_per_pattern() -> None:
+    import qcore
+
+    result = run_cli("show", "onednn")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    expected = len(qcore.get_backend_config("onednn").configs)
+    assert lines[0].startswith(f"backend onednn (qbackend-onednn") and f"{expected} patterns" in lines[0]
+    assert lines[1].split()[:2] == ["PATTERN", "OBSERVATION"]
+    assert len(lines) == 2 + expected
+    assert any(line.startswith("ReLU(torch.add(BatchNorm2d(Conv2d), *))") for line in lines)
