@@ -1,12 +1,59 @@
-"""TEMPORARY stand-in: returns torch's own config until the declarative one lands."""
+"""The ExecuTorch FX backend config, declared as rows of qcore's pattern builder.
+
+Pattern for pattern the same as torch 2.13's ``get_executorch_backend_config()`` (checked
+by ``tests/test_parity.py``). ExecuTorch lowers to XNNPACK, so every quantized pattern
+offers the symmetric qint8 form first (scale >= 2**-12, weights in [-127, 127]) and the
+asymmetric quint8 form second; linear also runs dynamically (quint8, qint8 or fp16).
+"""
 
 from __future__ import annotations
 
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.ao.quantization.backend_config import BackendConfig
+
+from qcore import dtypes
+from qcore.patterns import (
+    assemble,
+    binary_op_configs,
+    cat_configs,
+    conv_configs,
+    embedding_configs,
+    linear_configs,
+    pattern_config,
+    share_qparams_configs,
+)
+
+WEIGHTED = [dtypes.WEIGHTED_QINT8_SYMMETRIC, dtypes.WEIGHTED_INT8]
+LINEAR = [*WEIGHTED, dtypes.DYNAMIC_INT8, dtypes.DYNAMIC_QINT8_SYMMETRIC, dtypes.DYNAMIC_FP16]
+OPS = [dtypes.OP_QINT8_SYMMETRIC, dtypes.OP_QUINT8]
+#: torch's table gives binary ops the weighted quint8 config as their second choice; the
+#: bias/weight entries are unused by ops without weights, so it acts like OP_QUINT8.
+BINARY = [dtypes.OP_QINT8_SYMMETRIC, dtypes.WEIGHTED_INT8]
+
+#: Ops ExecuTorch runs on quantized tensors keeping the input's qparams.
+SHARE_QPARAMS_OPS = (
+    nn.Flatten, F.adaptive_avg_pool2d, F.elu, F.hardtanh, F.max_pool2d, F.pad, F.relu,
+    F.relu6, F.leaky_relu, F.leaky_relu_, nn.AdaptiveAvgPool2d, nn.ConstantPad2d, nn.ELU,
+    nn.MaxPool2d, nn.ReLU6, nn.Hardtanh, nn.LeakyReLU, torch.clamp, torch.flatten,
+    torch.mean, torch.permute, torch.permute_copy, torch.squeeze, "clamp", "mean",
+    "permute", "reshape", "relu", "relu_", "squeeze", "squeeze_", "leaky_relu",
+)  # fmt: skip
 
 
 def build_backend_config() -> BackendConfig:
-    import torch.ao.quantization.backend_config.utils  # noqa: F401  (fresh-process hazard)
-    from torch.ao.quantization.backend_config import get_executorch_backend_config
-
-    return get_executorch_backend_config()
+    """torch 2.13's ExecuTorch backend config, rebuilt declaratively."""
+    binary_ops = (operator.add, torch.add, operator.sub, torch.sub, operator.mul, torch.mul)
+    return assemble(
+        "executorch",
+        linear_configs(LINEAR, fusions=False),
+        conv_configs(WEIGHTED, dims=(2,), transpose=False),
+        binary_op_configs(binary_ops, BINARY),
+        share_qparams_configs(SHARE_QPARAMS_OPS, OPS),
+        [pattern_config(nn.BatchNorm2d, OPS)],
+        cat_configs(OPS, ops=(torch.cat, torch.concat, torch.concatenate)),
+        embedding_configs([dtypes.WEIGHT_ONLY_QUINT8], functional=True),
+    )

@@ -1,0 +1,72 @@
+"""The only place qcore touches private torch / torchao APIs.
+
+Each section belongs to one area of qcore; keep edits inside your section so that the
+places that depend on upstream internals stay easy to audit when torch or torchao move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch.fx import GraphModule
+
+# PT2E ---------------------------------------------------------------------------------
+
+
+def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, ...]) -> GraphModule:
+    """Export ``pattern`` to the aten graph PT2E sees, for subgraph matching (conv-bn).
+
+    torchao keeps this helper private; its public replacement does not exist yet.
+    """
+    from torchao.quantization.pt2e.utils import _get_aten_graph_module_for_pattern
+
+    graph: GraphModule = _get_aten_graph_module_for_pattern(pattern, example_inputs)
+    return graph
+
+
+def is_fake_tensor(value: object) -> bool:
+    """Whether ``value`` is the FakeTensor export records in ``node.meta["val"]``."""
+    from torch._subclasses import FakeTensor
+
+    return isinstance(value, FakeTensor)
+
+
+# end PT2E -----------------------------------------------------------------------------
+
+# FX pattern configs (qcore.patterns) --------------------------------------------------
+# BackendPatternConfig keeps these fields behind underscore setters; the builder derives
+# their values from a pattern's shape and sets them here only.
+
+
+def ensure_backend_config_utils() -> None:
+    """Import the module ``BackendConfig.set_backend_pattern_config`` reaches by attribute.
+
+    torch 2.13 looks up ``torch.ao.quantization.backend_config.utils`` as an attribute of
+    its package without importing it, so building a config fails in a fresh interpreter.
+    """
+    import torch.ao.quantization.backend_config.utils  # noqa: F401
+
+
+def set_pattern_complex_format(config: Any, pattern: Any) -> None:
+    config._set_pattern_complex_format(pattern)
+
+
+def set_root_node_getter(config: Any, getter: Callable[..., Any]) -> None:
+    config._set_root_node_getter(getter)
+
+
+def set_extra_inputs_getter(config: Any, getter: Callable[..., Any]) -> None:
+    config._set_extra_inputs_getter(getter)
+
+
+def set_input_type_to_index(config: Any, mapping: dict[str, int]) -> None:
+    config._set_input_type_to_index(mapping)
+
+
+def set_num_tensor_args_to_observation_type(config: Any, mapping: dict[int, Any]) -> None:
+    config._set_num_tensor_args_to_observation_type(mapping)
+
+
+# end FX pattern configs ---------------------------------------------------------------
