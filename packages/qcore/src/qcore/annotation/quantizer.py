@@ -1,0 +1,190 @@
+"""A torchao ``Quantizer`` whose operator support is a namespace of the annotator registry.
+
+A backend's quantizer subclasses :class:`RegistryQuantizer`, names its namespace and
+plugin, and optionally overrides ``transform_for_annotation`` / ``finalize``. Scoping
+(global, operator type, module type, module name, filter function) and the choice of
+static / dynamic / QAT annotators are done here once, so every backend gets the same
+semantics:
+
+* passes run most specific first: module names, module types, operator types, global;
+  the first pass that annotates a pattern wins, later passes skip annotated nodes;
+* a node inside a ``set_module_name``/``set_module_type`` scope is never touched by the
+  operator-type or global passes, and a ``None`` config leaves that scope in float;
+* ``set_filter_function`` applies on top of every pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, ClassVar, Self
+
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e.quantizer import (
+    QuantizationConfig,
+    Quantizer,
+    get_module_name_filter,
+)
+
+from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.errors import PluginNotFoundError
+
+NodeFilter = Callable[[Node], bool]
+
+
+def module_type_filter(module_type: type | str) -> NodeFilter:
+    """Accept nodes traced inside any module of ``module_type`` (at any depth)."""
+    wanted = (
+        module_type
+        if isinstance(module_type, str)
+        else f"{module_type.__module__}.{module_type.__qualname__}"
+    )
+
+    def accept(node: Node) -> bool:
+        for _, t in node.meta.get("nn_module_stack", {}).values():
+            name = t if isinstance(t, str) else f"{t.__module__}.{t.__qualname__}"
+            if name == wanted:
+                return True
+        return False
+
+    return accept
+
+
+def is_dynamic_config(config: QuantizationConfig) -> bool:
+    act = config.input_activation
+    return act is not None and act.is_dynamic
+
+
+class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
+    """Scoped PT2E quantization driven by the annotators of ``namespace``."""
+
+    #: The annotator-registry namespace this quantizer runs.
+    namespace: ClassVar[str]
+    #: The qcore quantizer plugin name whose extensions apply (None: no extensions).
+    plugin_name: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.global_config: QuantizationConfig | None = None
+        self.operator_type_config: dict[Any, QuantizationConfig | None] = {}
+        self.module_type_config: dict[Any, QuantizationConfig | None] = {}
+        self.module_name_config: dict[str, QuantizationConfig | None] = {}
+        self.filter_fn: NodeFilter | None = None
+        self.enabled_opt_in: set[str] = set()
+        if self.plugin_name is not None:
+            from qcore.api import install_quantizer_extensions
+
+            # constructed outside an installed distribution: no extensions to add
+            with contextlib.suppress(PluginNotFoundError):
+                install_quantizer_extensions(self.plugin_name)
+
+    # -- scoping API (upstream names) ---------------------------------------------------
+
+    def set_global(self, quantization_config: QuantizationConfig | None) -> Self:
+        self.global_config = quantization_config
+        return self
+
+    def set_operator_type(
+        self, operator_type: Any, quantization_config: QuantizationConfig | None
+    ) -> Self:
+        """Config for the patterns of one op overload (or overload packet)."""
+        if not any(a.handles(operator_type) for a in self.annotators()):
+            known = sorted({str(op) for a in self.annotators() for op in a.ops})
+            raise ValueError(
+                f"{type(self).__name__}: no annotator handles operator {operator_type}; "
+                f"known: {', '.join(known)}"
+            )
+        self.operator_type_config[operator_type] = quantization_config
+        return self
+
+    def set_module_type(
+        self, module_type: type | str, quantization_config: QuantizationConfig | None
+    ) -> Self:
+        """Config for everything traced inside modules of ``module_type``; None = float."""
+        self.module_type_config[module_type] = quantization_config
+        return self
+
+    def set_module_name(
+        self, module_name: str, quantization_config: QuantizationConfig | None
+    ) -> Self:
+        """Config for everything traced inside submodule ``module_name``; None = float."""
+        self.module_name_config[module_name] = quantization_config
+        return self
+
+    def set_filter_function(self, filter_fn: NodeFilter | None) -> Self:
+        """Quantize only nodes for which ``filter_fn`` returns True."""
+        self.filter_fn = filter_fn
+        return self
+
+    def enable(self, *names: str) -> Self:
+        """Turn on opt-in annotators (e.g. ``gru_io_only``) by name."""
+        for name in names:
+            ANNOTATORS.get(self.namespace, name)  # lookup error lists the known names
+        self.enabled_opt_in.update(names)
+        return self
+
+    # -- annotation ---------------------------------------------------------------------
+
+    def annotators(self) -> list[Annotator]:
+        return ANNOTATORS.annotators(self.namespace)
+
+    def selected(self, config: QuantizationConfig, operator: Any = None) -> list[Annotator]:
+        """The annotators a pass with ``config`` (restricted to ``operator``) runs, in order."""
+        dynamic, qat = is_dynamic_config(config), bool(config.is_qat)
+        return [
+            a
+            for a in self.annotators()
+            if a.runs_for(is_dynamic=dynamic, is_qat=qat)
+            and (not a.opt_in or a.name in self.enabled_opt_in)
+            and (operator is None or a.handles(operator))
+        ]
+
+    def passes(self) -> list[tuple[QuantizationConfig | None, NodeFilter, Any, str]]:
+        """(config, scope filter, operator, scope label) per pass, most specific first."""
+        name_filters = {n: get_module_name_filter(n) for n in self.module_name_config}
+        type_filters = {t: module_type_filter(t) for t in self.module_type_config}
+        scoped = [*name_filters.values(), *type_filters.values()]
+
+        def unscoped(node: Node) -> bool:
+            return not any(f(node) for f in scoped)
+
+        result: list[tuple[QuantizationConfig | None, NodeFilter, Any, str]] = []
+        result += [
+            (c, name_filters[n], None, f"module name '{n}'")
+            for n, c in self.module_name_config.items()
+        ]
+        result += [
+            (c, type_filters[t], None, f"module type {t}")
+            for t, c in self.module_type_config.items()
+        ]
+        result += [
+            (c, unscoped, op, f"operator {op}") for op, c in self.operator_type_config.items()
+        ]
+        result.append((self.global_config, unscoped, None, "global"))
+        return result
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        user_filter = self.filter_fn
+        for config, scope, operator, _ in self.passes():
+            if config is None:
+                continue
+
+            def accept(node: Node, scope: NodeFilter = scope) -> bool:
+                return scope(node) and (user_filter is None or user_filter(node))
+
+            for annotator in self.selected(config, operator):
+                annotator.fn(model, config, accept)
+        self.finalize(model)
+        return model
+
+    def finalize(self, model: GraphModule) -> None:
+        """Runs once after every pass (e.g. qparam propagation). Default: nothing."""
+
+    def validate(self, model: GraphModule) -> None:
+        pass
+
+    def explain(self, model: GraphModule) -> list[Any]:
+        """Every compute node left in float and why; see :mod:`qcore.annotation.report`."""
+        from qcore.annotation.report import explain_not_quantized
+
+        return list(explain_not_quantized(model, self))

@@ -1,0 +1,193 @@
+"""The annotator registry: which PT2E annotators a quantizer runs, in which order.
+
+A *namespace* is one quantizer's ordered annotator list (``"xnnpack"``, ``"x86"``). Its
+owner defines it once with :meth:`AnnotatorRegistry.define`; extension distributions
+append to it with :meth:`AnnotatorRegistry.add`. Backend-agnostic annotators live in the
+``"common"`` namespace (:mod:`qcore.annotation.common`); a quantizer reuses one by putting
+the same :class:`Annotator` object into its own namespace, so one annotator can sit in
+several namespaces and a fix to it reaches every quantizer.
+
+This module imports nothing heavy, so listing annotators stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from qcore.errors import PluginConflictError
+
+if TYPE_CHECKING:
+    from torch.fx import GraphModule, Node
+    from torchao.quantization.pt2e.quantizer import QuantizationConfig
+
+#: ``fn(graph_module, config, filter_fn)``: annotate matching nodes that pass ``filter_fn``
+#: and return the annotated partitions (torchao's and upstream's annotator signature).
+AnnotateFn = Callable[
+    ["GraphModule", "QuantizationConfig | None", "Callable[[Node], bool] | None"],
+    "list[list[Node]] | None",
+]
+#: ``why_not(node, config)``: the reason the annotator declines a node it would match, or
+#: None. Feeds the "why was this not quantized" report.
+WhyNotFn = Callable[["Node", "QuantizationConfig"], "str | None"]
+
+#: Namespaces shipped with qcore, imported on first lookup.
+_BUILTIN_NAMESPACES = {"common": "qcore.annotation.common"}
+
+
+@dataclass(frozen=True)
+class Annotator:
+    """One annotator and what it can do.
+
+    ``static``/``dynamic``: runs for static / dynamic activation configs. ``qat_only``:
+    written for training graphs (conv-bn before folding); it runs for every static config,
+    QAT or not, as upstream does, because an unfolded eval-mode conv-bn matches it too.
+    ``ops``: the op overloads (or overload packets) it quantizes, used to scope
+    ``set_operator_type`` and to tell "no annotator for this op" in reports.
+    ``opt_in``: registered but run only when the quantizer enables it by name.
+    """
+
+    name: str
+    fn: AnnotateFn
+    static: bool = True
+    dynamic: bool = False
+    qat_only: bool = False
+    description: str = ""
+    ops: frozenset[Any] = field(default_factory=frozenset)
+    opt_in: bool = False
+    why_not: WhyNotFn | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").isalnum():
+            raise ValueError(f"Annotator.name must be an identifier, got {self.name!r}")
+        if not callable(self.fn):
+            raise TypeError(f"Annotator '{self.name}': fn must be callable, got {self.fn!r}")
+        if not (self.static or self.dynamic or self.qat_only):
+            raise ValueError(
+                f"Annotator '{self.name}': at least one of static, dynamic, qat_only must be set"
+            )
+
+    def runs_for(self, *, is_dynamic: bool, is_qat: bool) -> bool:
+        """Whether a config of this kind selects the annotator."""
+        del is_qat  # QAT and PTQ static configs select the same annotators
+        return self.dynamic if is_dynamic else self.static or self.qat_only
+
+    def handles(self, op: Any) -> bool:
+        """``op`` is one of ``ops`` or the overload packet of one of them."""
+        return op in self.ops or any(getattr(o, "overloadpacket", None) is op for o in self.ops)
+
+    @property
+    def marks(self) -> str:
+        """``S D Q`` style capability marks for tables."""
+        return " ".join(
+            m
+            for m, on in (
+                ("static", self.static),
+                ("dynamic", self.dynamic),
+                ("qat-only", self.qat_only),
+                ("opt-in", self.opt_in),
+            )
+            if on
+        )
+
+
+@dataclass
+class _Entry:
+    annotator: Annotator
+    source: str
+
+
+@dataclass
+class _Namespace:
+    owner: str | None = None
+    own: list[_Entry] = field(default_factory=list)
+    added: list[_Entry] = field(default_factory=list)
+
+    def entries(self) -> list[_Entry]:
+        return self.own + self.added
+
+
+class AnnotatorRegistry:
+    """Namespaced, ordered annotators. The owner's list comes first, extensions after."""
+
+    def __init__(self) -> None:
+        self._namespaces: dict[str, _Namespace] = {}
+
+    def define(self, namespace: str, annotators: Iterable[Annotator], *, source: str) -> None:
+        """Set ``namespace``'s own ordered annotators; idempotent for the same ``source``."""
+        ns = self._namespaces.setdefault(namespace, _Namespace())
+        entries = [_Entry(a, source) for a in annotators]
+        if ns.owner is not None:
+            if ns.owner != source:
+                raise PluginConflictError(
+                    f"annotator namespace '{namespace}' is defined by {ns.owner} and again by "
+                    f"{source}"
+                )
+            if [e.annotator for e in ns.own] == [e.annotator for e in entries]:
+                return
+        names = [e.annotator.name for e in entries]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"namespace '{namespace}' ({source}) repeats annotators {duplicates}")
+        for e in ns.added:
+            if e.annotator.name in names:
+                raise self._conflict(namespace, e.annotator.name, e.source, source)
+        ns.owner, ns.own = source, entries
+
+    def add(self, namespace: str, annotator: Annotator, *, source: str) -> None:
+        """Append ``annotator`` to ``namespace`` (extensions). Idempotent for the same
+        annotator and source; a name claimed by another source is an error naming both."""
+        ns = self._namespaces.setdefault(namespace, _Namespace())
+        for e in ns.entries():
+            if e.annotator.name != annotator.name:
+                continue
+            if e.source == source and e.annotator == annotator:
+                return
+            raise self._conflict(namespace, annotator.name, e.source, source)
+        ns.added.append(_Entry(annotator, source))
+
+    def annotators(self, namespace: str) -> list[Annotator]:
+        """The annotators of ``namespace`` in the order a quantizer runs them."""
+        return [e.annotator for e in self._lookup(namespace).entries()]
+
+    def get(self, namespace: str, name: str) -> Annotator:
+        """One annotator by name; the error lists the names ``namespace`` knows."""
+        entries = self._lookup(namespace).entries()
+        for e in entries:
+            if e.annotator.name == name:
+                return e.annotator
+        known = ", ".join(e.annotator.name for e in entries) or "none"
+        raise LookupError(f"no annotator '{name}' in namespace '{namespace}'; known: {known}")
+
+    def source(self, namespace: str, name: str) -> str:
+        """Which distribution registered annotator ``name`` into ``namespace``."""
+        for e in self._lookup(namespace).entries():
+            if e.annotator.name == name:
+                return e.source
+        self.get(namespace, name)  # raises, listing the known names
+        raise AssertionError("unreachable")
+
+    def namespaces(self) -> list[str]:
+        return sorted(set(self._namespaces) | set(_BUILTIN_NAMESPACES))
+
+    def _lookup(self, namespace: str) -> _Namespace:
+        if namespace not in self._namespaces and namespace in _BUILTIN_NAMESPACES:
+            importlib.import_module(_BUILTIN_NAMESPACES[namespace])
+        if namespace not in self._namespaces:
+            raise LookupError(
+                f"no annotator namespace '{namespace}'; known: {', '.join(self.namespaces())}"
+            )
+        return self._namespaces[namespace]
+
+    @staticmethod
+    def _conflict(namespace: str, name: str, first: str, second: str) -> PluginConflictError:
+        return PluginConflictError(
+            f"annotator '{name}' in namespace '{namespace}' is registered by both "
+            f"{first} and {second}"
+        )
+
+
+#: The process-wide registry every quantizer and extension uses.
+ANNOTATORS = AnnotatorRegistry()

@@ -1,0 +1,37 @@
+"""``XNNPACKQuantizer``: upstream's scoping API on qcore's registry-driven quantizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.fx import GraphModule
+
+from qcore.annotation.common import propagate_shared_qparams, scalars_to_attrs
+from qcore.annotation.quantizer import RegistryQuantizer
+from qquantizer_xnnpack import annotators as _annotators  # registers the namespace
+from qquantizer_xnnpack.config import get_symmetric_quantization_config
+
+__all__ = ["XNNPACKQuantizer", "get_symmetric_quantization_config", "make_quantizer"]
+
+assert _annotators.XNNPACK_ANNOTATORS
+
+
+class XNNPACKQuantizer(RegistryQuantizer):
+    """PT2E quantizer for XNNPACK (ExecuTorch). Configure with ``set_global`` and the
+    scoping setters, then hand to ``prepare_pt2e``/``prepare_qat_pt2e``."""
+
+    namespace = "xnnpack"
+    plugin_name = "xnnpack"
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        """Scalars of add/mul become tensor attributes, so they can be observed."""
+        return scalars_to_attrs(model)
+
+    def finalize(self, model: GraphModule) -> None:
+        propagate_shared_qparams(model)
+
+
+def make_quantizer(**options: Any) -> XNNPACKQuantizer:
+    """An ``XNNPACKQuantizer`` whose global config is
+    ``get_symmetric_quantization_config(**options)`` (the plugin factory)."""
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**options))

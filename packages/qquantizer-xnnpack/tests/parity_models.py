@@ -1,0 +1,242 @@
+"""Real-model shapes for parity with ExecuTorch 1.5.1, and a stable text form of PT2E
+annotations so two quantizers' results can be compared (and checked in as a table)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.fx import GraphModule, Node
+
+
+class ResNetish(nn.Module):
+    """conv-bn-relu stem, two residual blocks sharing one ReLU module, pooling head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for _ in range(2):
+            y = self.relu(self.bn1(self.conv1(x)))
+            x = self.relu(self.bn2(self.conv2(y)) + x)
+        x = self.pool(x)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+class MobileNetish(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU6(),
+            nn.Conv2d(16, 16, 3, padding=1, groups=16),
+            nn.BatchNorm2d(16),
+            nn.ReLU6(),
+            nn.Conv2d(16, 24, 1),
+            nn.BatchNorm2d(24),
+        )
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.drop = nn.Dropout(0.1)
+        self.classifier = nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.features(x))
+        return self.classifier(self.drop(torch.flatten(x, 1)))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.ReLU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        q = q.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = k.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+        v = v.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.ff(self.ln2(x))
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(20, 32),
+            nn.ReLU(),
+            nn.Dropout(0.0),
+            nn.Linear(32, 32),
+            nn.ReLU(),
+            nn.Linear(32, 5),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class RNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(8, 12, batch_first=True)
+        self.head = nn.Linear(12, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x)
+        return self.head(torch.relu(out[:, -1]))
+
+
+class Functional(nn.Module):
+    """Functional convs and linears, scalar math, cat, mul, transposed convs, 1D conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 4, 3, 3) * 0.2)
+        self.b = nn.Parameter(torch.randn(8) * 0.1)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        self.up_grouped = nn.ConvTranspose2d(8, 8, 2, stride=2, groups=2)
+        self.c1 = nn.Conv1d(4, 6, 3)
+        self.lw = nn.Parameter(torch.randn(5, 6) * 0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(F.conv2d(x, self.w, self.b, padding=1))
+        y = y * 0.5 + 1.0
+        z = torch.cat([y, F.max_pool2d(y, 1)], dim=1)
+        u = F.relu(self.up(z[:, :8]))
+        g = self.up_grouped(z[:, 8:])
+        m = (u.mean(dim=(2, 3)) * g.mean(dim=(2, 3))[:, :4]).unsqueeze(-1).repeat(1, 1, 5)
+        s = self.c1(m).transpose(1, 2)
+        return F.linear(s, self.lw) + s.sum(dim=-1, keepdim=True)
+
+
+def _inputs(*shape: int) -> Callable[[int], tuple[torch.Tensor, ...]]:
+    return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
+
+
+#: name -> (model factory, example-input factory by seed)
+MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
+    "resnet": (ResNetish, _inputs(2, 3, 16, 16)),
+    "mobilenet": (MobileNetish, _inputs(2, 3, 16, 16)),
+    "transformer": (TransformerBlock, _inputs(2, 6, 16)),
+    "mlp": (MLP, _inputs(4, 20)),
+    "rnn": (RNN, _inputs(2, 5, 8)),
+    "functional": (Functional, _inputs(2, 4, 8, 8)),
+}
+#: config name -> get_symmetric_quantization_config options
+CONFIGS: dict[str, dict[str, bool]] = {
+    "static_per_channel": {"is_per_channel": True},
+    "static_per_tensor": {},
+    "dynamic_per_channel": {"is_per_channel": True, "is_dynamic": True},
+}
+
+
+def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    factory, inputs = MODELS[name]
+    model = factory().eval()
+    return model, inputs(0)
+
+
+def exported(name: str) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
+    model, example = build(name)
+    gm = torch.export.export(model, example).module()
+    assert isinstance(gm, GraphModule)
+    return gm, example
+
+
+def _spec_text(spec: Any) -> Any:
+    from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
+
+    if spec is None:
+        return None
+    if isinstance(spec, SharedQuantizationSpec):
+        edge = spec.edge_or_node
+        names = [n.name for n in edge] if isinstance(edge, tuple) else edge.name
+        return {"shared_with": names}
+    ctr = spec.observer_or_fake_quant_ctr
+    partial = getattr(ctr, "p", None)
+    ctr_name = getattr(getattr(partial, "func", ctr), "__name__", repr(ctr))
+    keywords = getattr(partial, "keywords", {})
+    return {
+        "dtype": str(spec.dtype),
+        "quant_min": spec.quant_min,
+        "quant_max": spec.quant_max,
+        "qscheme": str(spec.qscheme),
+        "ch_axis": spec.ch_axis,
+        "is_dynamic": spec.is_dynamic,
+        "observer": ctr_name,
+        "observer_args": {k: getattr(v, "__name__", repr(v)) for k, v in sorted(keywords.items())},
+    }
+
+
+def annotations(gm: GraphModule) -> dict[str, Any]:
+    """Node name -> its annotation as plain data (inputs by node name, specs by fields)."""
+    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+
+    result: dict[str, Any] = {}
+    for node in gm.graph.nodes:
+        ann = node.meta.get(Q_ANNOTATION_KEY)
+        if ann is None:
+            continue
+        result[node.name] = {
+            "annotated": bool(ann._annotated),
+            "inputs": {
+                n.name: _spec_text(s)
+                for n, s in (ann.input_qspec_map or {}).items()
+                if isinstance(n, Node)
+            },
+            "output": _spec_text(ann.output_qspec),
+        }
+    return result
+
+
+def annotate_with(quantizer: Any, name: str) -> dict[str, Any]:
+    gm, _ = exported(name)
+    gm = quantizer.transform_for_annotation(gm)
+    quantizer.annotate(gm)
+    return annotations(gm)
+
+
+def quantize_with(
+    quantizer: Any, name: str, calib_batches: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(quantized output, float output) on a held-out batch after calibration."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model, _ = build(name)
+    gm, _ = exported(name)
+    prepared = prepare_pt2e(gm, quantizer)
+    inputs = MODELS[name][1]
+    for seed in range(1, calib_batches + 1):
+        prepared(*inputs(seed))
+    converted = convert_pt2e(prepared)
+    held_out = inputs(100)
+    with torch.no_grad():
+        return converted(*held_out), copy.deepcopy(model)(*held_out)
+
+
+def sqnr(quantized: torch.Tensor, reference: torch.Tensor) -> float:
+    noise = (reference - quantized).pow(2).mean()
+    return float(10 * torch.log10(reference.pow(2).mean() / noise.clamp_min(1e-30)))
