@@ -1,0 +1,345 @@
+"""The FX-backend half of the conformance kit.
+
+For a backend plugin, loaded through its entry point as users load it:
+
+* ``well-formed``: every pattern config passes the static rules of ``wellformed``;
+* ``fuser-method``: every fuser method, called the way torch's fusion pass calls it,
+  returns the fused module the config declares;
+* ``prepare-convert``: a model synthesized from every pattern goes through
+  ``prepare_fx``, calibration and conversion, and gives finite outputs of the float shape.
+
+One CheckResult per pattern and check, so a report names each pattern that fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from qcore.testing.result import CheckResult
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+    from torch.ao.quantization import QConfigMapping
+    from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
+
+    from qcore.testing.patterns import PatternNode
+
+ConvertMode = Literal["reference", "native"]
+MappingFactory = Callable[["nn.Module", bool], "QConfigMapping"]
+
+#: Ops for which "not synthesizable" is not a failure. Only Tensor methods that torch's
+#: own configs declare but ``torch.Tensor`` does not have (so no runnable model can ever
+#: contain them; backends keep them for parity with torch). Any other op the kit cannot
+#: build a model for fails ``prepare-convert``, so a backend's coverage is never overstated.
+SYNTHESIS_ALLOW_LIST: frozenset[Any] = frozenset({"hardsigmoid", "hardsigmoid_", "leaky_relu"})
+
+
+def check_backend(
+    name: str, *, convert: ConvertMode = "reference", engine: str | None = None
+) -> list[CheckResult]:
+    """Every conformance check for FX backend ``name``.
+
+    ``convert="reference"`` (default) runs ``convert_to_reference_fx``, which runs anywhere
+    and is what ExecuTorch consumes; ``"native"`` runs ``convert_fx`` under the quantized
+    ``engine`` (e.g. ``"onednn"``), restored afterwards.
+    """
+    import qcore
+    from qcore.plugins import REGISTRY
+
+    label = f"backend:{name}"
+    try:
+        config = qcore.get_backend_config(name)
+        has_mapping = REGISTRY.load("backend", name).qconfig_mapping is not None
+    except Exception as exc:  # noqa: BLE001 - a plugin that cannot load fails one check
+        return [CheckResult(label, "load", name, False, f"{type(exc).__name__}: {exc}")]
+
+    def plugin_mapping(model: nn.Module, is_qat: bool) -> QConfigMapping:
+        return qcore.get_qconfig_mapping(name, is_qat=is_qat, model=model)
+
+    mapping = plugin_mapping if has_mapping else default_mapping
+    loaded = CheckResult(
+        label,
+        "load",
+        name,
+        True,
+        f"{len(config.configs)} patterns; qconfig mapping: "
+        + ("the plugin's own" if has_mapping else "torch's default"),
+    )
+    return [loaded, *check_backend_config(config, mapping, label, convert=convert, engine=engine)]
+
+
+def default_mapping(model: nn.Module, is_qat: bool) -> QConfigMapping:
+    """torch's default mapping, for backends that ship none of their own."""
+    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
+
+    return get_default_qat_qconfig_mapping() if is_qat else get_default_qconfig_mapping()
+
+
+def check_backend_config(
+    config: BackendConfig,
+    mapping: MappingFactory = default_mapping,
+    label: str = "backend:<config>",
+    *,
+    convert: ConvertMode = "reference",
+    engine: str | None = None,
+) -> list[CheckResult]:
+    """The well-formed, fuser-method and prepare-convert checks on a BackendConfig."""
+    from qcore.describe import pattern_text
+    from qcore.testing.wellformed import pattern_problems
+
+    results: list[CheckResult] = []
+    seen: dict[str, int] = {}
+    with _quiet(), _engine(engine):
+        for pattern_config in config.configs:
+            subject = _subject(pattern_config, pattern_text)
+            seen[subject] = seen.get(subject, 0) + 1
+            problems = pattern_problems(pattern_config)
+            if seen[subject] > 1:
+                problems.append("the same pattern is declared more than once")
+            results.append(
+                CheckResult(label, "well-formed", subject, not problems, "; ".join(problems))
+            )
+            if problems:
+                continue  # the dynamic checks would only restate a broken declaration
+            if pattern_config.fuser_method is not None:
+                ok, detail = _check_fuser(config, pattern_config)
+                results.append(CheckResult(label, "fuser-method", subject, ok, detail))
+            ok, detail = _check_prepare_convert(config, pattern_config, mapping, convert)
+            results.append(CheckResult(label, "prepare-convert", subject, ok, detail))
+    return results
+
+
+def _subject(config: BackendPatternConfig, text: Callable[[Any], str]) -> str:
+    try:
+        return text(config)
+    except Exception:  # noqa: BLE001 - a malformed pattern still needs a name
+        return repr(config.to_dict().get("pattern", config.to_dict().get("pattern_complex_format")))
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """torch.ao warns about its own deprecation on every call; the results say what matters."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextmanager
+def _engine(engine: str | None) -> Iterator[None]:
+    import torch
+
+    previous = torch.backends.quantized.engine
+    if engine is not None:
+        torch.backends.quantized.engine = engine
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = previous
+
+
+# fuser-method ---------------------------------------------------------------------------
+
+
+def _fuser_arguments(tree: PatternNode, complex_format: bool, train: bool) -> list[Any]:
+    """The arguments torch's fusion pass gives a fuser: modules for module nodes, a ReLU
+    module for ``F.relu``, the target itself for other functions and methods, and
+    MatchAllNode for "any node"; nested root-first for complex-format patterns."""
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.ao.quantization.utils import MatchAllNode
+
+    from qcore.testing.synth import row_for
+
+    def instance(op: Any) -> Any:
+        if isinstance(op, type) and issubclass(op, nn.Module):
+            return row_for(op).build(op).train(train)
+        if op is F.relu:
+            return nn.ReLU().train(train)
+        return op
+
+    def nested(node: PatternNode | None) -> Any:
+        if node is None:
+            return MatchAllNode
+        if not node.args:
+            return instance(node.op)
+        return (instance(node.op), *(nested(a) for a in node.args))
+
+    if complex_format:
+        return list(nested(tree)) if tree.args else [nested(tree)]
+    return [instance(op) for op in tree.ops()]
+
+
+def _single_module_patterns(config: BackendConfig) -> set[type]:
+    from qcore.testing.patterns import pattern_tree
+
+    found: set[type] = set()
+    for pattern_config in config.configs:
+        try:
+            tree = pattern_tree(pattern_config)
+        except ValueError:
+            continue
+        if not tree.args and isinstance(tree.op, type):
+            found.add(tree.op)
+    return found
+
+
+def _qat_swappable(config: BackendConfig) -> set[type]:
+    """Module classes the backend swaps for a QAT module: only their fusion runs in QAT."""
+    found: set[type] = set()
+    for pattern_config in config.configs:
+        if pattern_config.qat_module is not None and isinstance(pattern_config.pattern, type):
+            found.add(pattern_config.pattern)
+    return found
+
+
+def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) -> tuple[bool, str]:
+    """QAT fusion must build ``fused_module`` (it is what QAT swaps and trains); it is
+    checked when the backend declares a QAT module for that fused module. PTQ fusion may
+    fold further (conv+bn into conv) but must give a module the backend quantizes."""
+    from qcore.describe import op_name
+    from qcore.testing.patterns import pattern_tree, raw_pattern
+    from qcore.testing.synth import NotSynthesizableError
+
+    fuser = pattern_config.fuser_method
+    assert fuser is not None
+    declared = pattern_config.fused_module
+    tree = pattern_tree(pattern_config)
+    complex_format = raw_pattern(pattern_config)[1]
+    quantizable = _single_module_patterns(config)
+    modes = (
+        [False, True] if declared is not None and declared in _qat_swappable(config) else [False]
+    )
+    built: list[str] = []
+    for is_qat in modes:
+        mode = "qat" if is_qat else "ptq"
+        try:
+            fused = fuser(is_qat, *_fuser_arguments(tree, complex_format, train=is_qat))
+        except NotSynthesizableError as exc:
+            return False, f"cannot build the fuser's input modules: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the fuser's failure is the finding
+            return False, f"{mode} fusion raised {type(exc).__name__}: {exc}"
+        got = type(fused)
+        if declared is not None and isinstance(fused, declared):
+            built.append(f"{mode}: {op_name(got)}")
+            continue
+        if is_qat:
+            return False, f"qat fusion built {op_name(got)}, fused_module says {op_name(declared)}"
+        if got not in quantizable:
+            expected = op_name(declared) if declared is not None else "a module with a pattern"
+            return False, (
+                f"ptq fusion built {op_name(got)}: neither fused_module ({expected}) nor a "
+                "module this backend has a pattern for"
+            )
+        built.append(f"{mode}: {op_name(got)}")
+    return True, ", ".join(built)
+
+
+# prepare-convert ------------------------------------------------------------------------
+
+
+def _flatten(value: Any) -> list[Tensor]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _flatten(item)]
+    return []
+
+
+def _sqnr(reference: Tensor, actual: Tensor) -> float:
+    noise = (reference - actual).float().pow(2).mean().item()
+    signal = reference.float().pow(2).mean().item()
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def _is_quantized(graph_module: nn.Module) -> bool:
+    """Whether conversion left any quantize op or quantized module: a pattern can run and
+    still stay float when the mapping's qconfig does not fit its dtype configs."""
+    import torch
+
+    quantize_ops = {
+        torch.quantize_per_tensor,
+        torch.quantize_per_channel,
+        torch.quantize_per_tensor_dynamic,
+    }
+    graph = getattr(graph_module, "graph", None)
+    if graph is not None and any(n.target in quantize_ops for n in graph.nodes):
+        return True
+    return any(
+        type(m).__module__.startswith("torch.ao.nn.quantized") for m in graph_module.modules()
+    )
+
+
+def _check_prepare_convert(
+    config: BackendConfig,
+    pattern_config: BackendPatternConfig,
+    mapping: MappingFactory,
+    convert: ConvertMode,
+) -> tuple[bool, str]:
+    import torch
+    from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
+
+    from qcore.testing.patterns import pattern_tree
+    from qcore.testing.synth import NotSynthesizableError, synthesize
+
+    tree = pattern_tree(pattern_config)
+    try:
+        case = synthesize(tree)
+    except NotSynthesizableError as exc:
+        if any(op in SYNTHESIS_ALLOW_LIST for op in tree.ops()):
+            return True, f"not synthesizable (allow-listed): {exc}"
+        return False, f"not synthesizable: {exc}"
+
+    def inputs() -> tuple[Tensor, ...]:  # fresh copies: some patterns are in-place ops
+        return tuple(x.clone() for x in case.example_inputs)
+
+    stage = "qconfig mapping"
+    try:
+        qconfig_mapping = mapping(case.model, False)
+        with torch.no_grad():
+            expected = _flatten(case.model(*inputs()))
+            stage = "prepare_fx"
+            prepared = prepare_fx(
+                copy.deepcopy(case.model), qconfig_mapping, inputs(), backend_config=config
+            )
+            stage = "calibration"
+            prepared(*inputs())
+            stage = "convert_fx" if convert == "native" else "convert_to_reference_fx"
+            converter = convert_fx if convert == "native" else convert_to_reference_fx
+            converted = converter(prepared, backend_config=config)
+            stage = "running the converted model"
+            actual = _flatten(converted(*inputs()))
+    except Exception as exc:  # noqa: BLE001 - the failure is the finding
+        return (
+            False,
+            f"{stage} raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        )
+    if len(actual) != len(expected):
+        return False, f"{len(actual)} outputs, the float model gives {len(expected)}"
+    for a, e in zip(actual, expected, strict=True):
+        if a.shape != e.shape:
+            return False, f"output shape {tuple(a.shape)}, float gives {tuple(e.shape)}"
+        if a.is_floating_point() and not bool(torch.isfinite(a).all()):
+            return False, "non-finite outputs"
+    sqnr = min(
+        (_sqnr(e, a) for a, e in zip(actual, expected, strict=True) if e.is_floating_point()),
+        default=math.inf,
+    )
+    state = "quantized" if _is_quantized(converted) else "left in float by the mapping"
+    return True, f"{state}, SQNR {sqnr:.1f} dB"
+
+
+def coverage(results: Sequence[CheckResult]) -> str:
+    """One line for a report: how many patterns were synthesized and passed."""
+    runs = [r for r in results if r.check == "prepare-convert"]
+    missing = sum(1 for r in runs if "not synthesizable" in r.detail)
+    passed = sum(1 for r in runs if r.ok)
+    return f"prepare-convert: {passed}/{len(runs)} passed, {len(runs) - missing} synthesized"
