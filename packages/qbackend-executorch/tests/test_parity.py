@@ -1,0 +1,44 @@
+"""The declarative ExecuTorch config equals torch 2.13's, field by field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch.ao.quantization.backend_config.utils  # noqa: F401  (upstream fresh-process bug)
+from torch.ao.quantization.backend_config import get_executorch_backend_config
+
+import qcore
+from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.parity import compare_backend_configs
+
+
+def _without_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
+    extensions = [n for n in REGISTRY.names("backend-extension") if n.startswith("executorch.")]
+    monkeypatch.setenv(DISABLE_ENV, ",".join(extensions))
+
+
+def test_identical_to_torch_executorch_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_extensions(monkeypatch)
+    ours = qcore.get_backend_config("executorch")
+    reference = get_executorch_backend_config()
+    assert compare_backend_configs(ours, reference) == []
+    assert ours.name == "executorch"
+    assert len(ours.configs) == len(reference.configs) == 84
+
+
+def test_builds_in_a_fresh_interpreter() -> None:
+    code = "import qcore; print(qcore.get_backend_config('executorch').name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "executorch"
+
+
+def test_extensions_only_add_patterns() -> None:
+    """With extensions installed the differences are extra patterns, nothing changed."""
+    diffs = compare_backend_configs(
+        qcore.get_backend_config("executorch"), get_executorch_backend_config()
+    )
+    assert all(d.endswith(": extra (not in reference)") for d in diffs), diffs

@@ -1,0 +1,106 @@
+"""The declarative oneDNN config equals torch 2.13's, field by field, and drives FX alike."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.ao.nn.intrinsic.quantized as nniq
+import torch.ao.quantization.backend_config.utils
+from torch import nn
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.backend_config import get_onednn_backend_config
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+import qcore
+from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.parity import compare_backend_configs
+
+
+def _without_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
+    extensions = [n for n in REGISTRY.names("backend-extension") if n.startswith("onednn.")]
+    monkeypatch.setenv(DISABLE_ENV, ",".join(extensions))
+
+
+def test_identical_to_torch_onednn_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_extensions(monkeypatch)
+    ours = qcore.get_backend_config("onednn")
+    reference = get_onednn_backend_config()
+    assert compare_backend_configs(ours, reference) == []
+    assert ours.name == "onednn"
+    assert len(ours.configs) == len(reference.configs) == 221
+
+
+def test_builds_in_a_fresh_interpreter() -> None:
+    code = "import qcore; print(qcore.get_backend_config('onednn').name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "onednn"
+
+
+class _Net(nn.Module):
+    """conv-bn-relu, then a conv whose output is added to a residual and relu'd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.bn1, self.relu1 = (
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+        )
+        self.conv2, self.relu2 = nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.relu1(self.bn1(self.conv1(x)))
+        return self.relu2(self.conv2(y) + y)
+
+
+@pytest.fixture
+def onednn_engine() -> object:
+    if "onednn" not in torch.backends.quantized.supported_engines:
+        pytest.fail("this CPU build has no onednn quantized engine")
+    previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = "onednn"
+    yield
+    torch.backends.quantized.engine = previous
+
+
+def _quantize(model: nn.Module, backend_config: object, data: list[torch.Tensor]) -> nn.Module:
+    mapping = get_default_qconfig_mapping("onednn")
+    prepared = prepare_fx(copy.deepcopy(model), mapping, (data[0],), backend_config=backend_config)  # type: ignore[arg-type]
+    with torch.no_grad():
+        for batch in data:
+            prepared(batch)
+    return convert_fx(prepared, backend_config=backend_config)  # type: ignore[arg-type]
+
+
+def test_fx_flow_bit_identical_to_torch_config(
+    onednn_engine: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_extensions(monkeypatch)
+    torch.manual_seed(0)
+    model = _Net().eval()
+    with torch.no_grad():
+        model.bn1.running_mean.uniform_(-0.5, 0.5)
+        model.bn1.running_var.uniform_(0.5, 2.0)
+    data = [torch.randn(2, 3, 12, 12) for _ in range(4)]
+    ours = _quantize(model, qcore.get_backend_config("onednn"), data)
+    theirs = _quantize(model, get_onednn_backend_config(), data)
+    kinds = {type(m) for m in ours.modules()}
+    assert {nniq.ConvReLU2d, nniq.ConvAddReLU2d} <= kinds  # both fusions really happened
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        out, ref, flt = ours(x), theirs(x), model(x)
+    assert torch.equal(out, ref)
+    sqnr = 10 * torch.log10(flt.pow(2).mean() / (flt - out).pow(2).mean())
+    assert sqnr > 15  # sanity: it tracks the float model (accuracy is the mapping's job)
+
+
+def test_extensions_only_add_patterns() -> None:
+    """With extensions installed the differences are extra patterns, nothing changed."""
+    diffs = compare_backend_configs(qcore.get_backend_config("onednn"), get_onednn_backend_config())
+    assert all(d.endswith(": extra (not in reference)") for d in diffs), diffs
