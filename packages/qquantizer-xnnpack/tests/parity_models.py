@@ -166,29 +166,30 @@ def exported(name: str) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
     return gm, example
 
 
-def _spec_text(spec: Any) -> Any:
+def _spec_text(spec: Any) -> str | None:
+    """One line per spec: ``int8[-128,127] per_tensor_affine axis=None static
+    HistogramObserver(eps=0.000244)`` or ``shared(a->b)``."""
     from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
 
     if spec is None:
         return None
     if isinstance(spec, SharedQuantizationSpec):
         edge = spec.edge_or_node
-        names = [n.name for n in edge] if isinstance(edge, tuple) else edge.name
-        return {"shared_with": names}
+        return (
+            f"shared({'->'.join(n.name for n in edge) if isinstance(edge, tuple) else edge.name})"
+        )
     ctr = spec.observer_or_fake_quant_ctr
     partial = getattr(ctr, "p", None)
     ctr_name = getattr(getattr(partial, "func", ctr), "__name__", repr(ctr))
-    keywords = getattr(partial, "keywords", {})
-    return {
-        "dtype": str(spec.dtype),
-        "quant_min": spec.quant_min,
-        "quant_max": spec.quant_max,
-        "qscheme": str(spec.qscheme),
-        "ch_axis": spec.ch_axis,
-        "is_dynamic": spec.is_dynamic,
-        "observer": ctr_name,
-        "observer_args": {k: getattr(v, "__name__", repr(v)) for k, v in sorted(keywords.items())},
-    }
+    args = ",".join(
+        f"{k}={getattr(v, '__name__', repr(v))}"
+        for k, v in sorted(getattr(partial, "keywords", {}).items())
+    )
+    kind = "dynamic" if spec.is_dynamic else "static"
+    return (
+        f"{str(spec.dtype).removeprefix('torch.')}[{spec.quant_min},{spec.quant_max}] "
+        f"{str(spec.qscheme).removeprefix('torch.')} axis={spec.ch_axis} {kind} {ctr_name}({args})"
+    )
 
 
 def annotations(gm: GraphModule) -> dict[str, Any]:
@@ -200,15 +201,14 @@ def annotations(gm: GraphModule) -> dict[str, Any]:
         ann = node.meta.get(Q_ANNOTATION_KEY)
         if ann is None:
             continue
-        result[node.name] = {
-            "annotated": bool(ann._annotated),
-            "inputs": {
-                n.name: _spec_text(s)
-                for n, s in (ann.input_qspec_map or {}).items()
-                if isinstance(n, Node)
-            },
-            "output": _spec_text(ann.output_qspec),
-        }
+        entry: dict[str, Any] = {"annotated": bool(ann._annotated)}
+        if ann.input_qspec_map:
+            entry["inputs"] = {
+                n.name: _spec_text(q) for n, q in ann.input_qspec_map.items() if isinstance(n, Node)
+            }
+        if ann.output_qspec is not None:
+            entry["output"] = _spec_text(ann.output_qspec)
+        result[node.name] = entry
     return result
 
 

@@ -1,0 +1,39 @@
+"""Annotations on real models equal ExecuTorch 1.5.1's, from the checked-in table that
+``make_expected_table.py`` generated with the reference quantizer (no ExecuTorch needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import parity_models as pm
+import pytest
+
+from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+TABLE: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "expected_annotations.json").read_text()
+)
+CASES = [(m, c) for m in pm.MODELS for c in pm.CONFIGS]
+
+
+def test_table_covers_every_model_and_config() -> None:
+    assert TABLE["_source"] == {"executorch": "1.5.1"}
+    assert sorted(k for k in TABLE if k != "_source") == sorted(f"{m}/{c}" for m, c in CASES)
+
+
+@pytest.mark.parametrize(("model", "config"), CASES)
+def test_annotations_match_executorch(model: str, config: str) -> None:
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(**pm.CONFIGS[config])
+    )
+    ours = pm.annotate_with(quantizer, model)
+    expected = TABLE[f"{model}/{config}"]
+    diff = {
+        node: {"executorch": expected.get(node), "ours": ours.get(node)}
+        for node in sorted(set(expected) | set(ours))
+        if expected.get(node) != ours.get(node)
+    }
+    assert not diff, json.dumps(diff, indent=1)
+    assert any("output" in a or "inputs" in a for a in ours.values())

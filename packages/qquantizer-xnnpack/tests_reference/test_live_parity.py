@@ -1,0 +1,83 @@
+"""Live parity with ExecuTorch 1.5.1's XNNPACKQuantizer, in one process.
+
+Needs the reference: ``pip install --no-deps executorch==1.5.1`` (see
+``tests/et_reference.py``). Not part of the default suite; a missing reference is an
+error here, not a skip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import et_reference
+import parity_models as pm
+import pytest
+import torch
+from torch import nn
+
+from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+REF = et_reference.load()
+CASES = [(m, c) for m in pm.MODELS for c in pm.CONFIGS]
+
+
+def _pair(options: dict[str, Any]) -> tuple[Any, XNNPACKQuantizer]:
+    theirs = REF.XNNPACKQuantizer().set_global(REF.get_symmetric_quantization_config(**options))
+    ours = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**options))
+    return theirs, ours
+
+
+@pytest.mark.parametrize(("model", "config"), CASES)
+def test_annotations_identical(model: str, config: str) -> None:
+    theirs, ours = _pair(pm.CONFIGS[config])
+    assert pm.annotate_with(ours, model) == pm.annotate_with(theirs, model)
+
+
+@pytest.mark.parametrize(("model", "config"), CASES)
+def test_converted_outputs_bit_identical(model: str, config: str) -> None:
+    theirs, ours = _pair(pm.CONFIGS[config])
+    q_theirs, _ = pm.quantize_with(theirs, model)
+    q_ours, ref_float = pm.quantize_with(ours, model)
+    assert torch.equal(q_ours, q_theirs)
+    assert not torch.equal(q_ours, ref_float)  # something was quantized
+
+
+class Blocks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.b = nn.Linear(8, 8)
+        self.c = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(self.b(self.a(x)) + x)
+
+
+def _scoped_annotations(quantizer: Any) -> dict[str, Any]:
+    gm = torch.export.export(Blocks().eval(), (torch.randn(2, 8),)).module()
+    gm = quantizer.transform_for_annotation(gm)
+    quantizer.annotate(gm)
+    return pm.annotations(gm)
+
+
+@pytest.mark.parametrize(
+    "scope",
+    ["module_type", "module_name_linear", "operator_type", "filter_function"],
+)
+def test_scoping_matches_where_upstream_works(scope: str) -> None:
+    """Linear-only scopes, where upstream's filter sees every pattern node."""
+    per_channel = {"is_per_channel": True}
+    theirs, ours = (REF.XNNPACKQuantizer(), XNNPACKQuantizer())
+    for q, cfg in (
+        (theirs, REF.get_symmetric_quantization_config),
+        (ours, get_symmetric_quantization_config),
+    ):
+        if scope == "module_type":
+            q.set_module_type(nn.Linear, cfg(**per_channel))
+        elif scope == "module_name_linear":
+            q.set_global(cfg()).set_module_name("b", cfg(**per_channel))
+        elif scope == "operator_type":
+            q.set_operator_type(torch.ops.aten.linear.default, cfg(**per_channel))
+        else:
+            q.set_global(cfg()).set_filter_function(lambda n: n.name != "linear_1")
+    assert _scoped_annotations(ours) == _scoped_annotations(theirs)
