@@ -73,9 +73,7 @@ def test_fx_packages_do_not_require_torchao(dist: str) -> None:
 )
 def test_backend_config_builds_in_a_fresh_interpreter(backend: str, count: int) -> None:
     # torch 2.13's own onednn getter fails in a fresh process; ours must not.
-    result = run_python(
-        f"import qcore; print(len(qcore.get_backend_config({backend!r}).configs))"
-    )
+    result = run_python(f"import qcore; print(len(qcore.get_backend_config({backend!r}).configs))")
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.strip()) == count
 
@@ -97,7 +95,10 @@ def test_show_onednn_prints_one_row_per_pattern() -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     expected = len(qcore.get_backend_config("onednn").configs)
-    assert lines[0].startswith(f"backend onednn (qbackend-onednn") and f"{expected} patterns" in lines[0]
+    assert (
+        lines[0].startswith("backend onednn (qbackend-onednn")
+        and f"{expected} patterns" in lines[0]
+    )
     assert lines[1].split()[:2] == ["PATTERN", "OBSERVATION"]
     assert len(lines) == 2 + expected
     assert any(line.startswith("ReLU(torch.add(BatchNorm2d(Conv2d), *))") for line in lines)

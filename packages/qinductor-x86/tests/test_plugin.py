@@ -22,7 +22,9 @@ def test_importing_the_package_changes_no_inductor_state() -> None:
         "assert before == after, (before, after)\n"
         "print('unchanged')"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "unchanged"
 

@@ -48,19 +48,20 @@ def _build(kind: str, name: str, what: str, factory: Callable[[], Any], expected
     return result
 
 
-def _pattern_key(config: Any) -> str:
-    as_dict = config.to_dict()
-    return repr(as_dict.get("pattern", as_dict.get("pattern_complex_format")))
-
-
 def get_backend_config(name: str) -> BackendConfig:
     """The FX-mode ``BackendConfig`` of backend ``name``, with its installed extensions."""
     from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
+    from qcore._torch_private import ensure_backend_config_utils
+    from qcore.patterns import pattern_key
+
+    # torch's BackendConfig needs a submodule that only an earlier import loads; every
+    # plugin, ours or a third party's, must work in a fresh interpreter regardless.
+    ensure_backend_config_utils()
     plugin = REGISTRY.load("backend", name)
     config = _build("backend", name, "BackendConfig", plugin.backend_config, BackendConfig)
     owner = REGISTRY.distribution("backend", name)
-    claimed = {_pattern_key(c): owner for c in config.configs}
+    claimed = {repr(pattern_key(c)): owner for c in config.configs}
     for ext_dist, ext in REGISTRY.extensions("backend-extension", name):
         for pattern_config in ext.patterns():
             if not isinstance(pattern_config, BackendPatternConfig):
@@ -68,7 +69,7 @@ def get_backend_config(name: str) -> BackendConfig:
                     f"backend extension '{ext.name}' ({ext_dist}) for '{name}' gave a "
                     f"{type(pattern_config).__name__}, expected a BackendPatternConfig"
                 )
-            key = _pattern_key(pattern_config)
+            key = repr(pattern_key(pattern_config))
             if key in claimed:
                 raise PluginConflictError(
                     f"backend extension '{ext.name}' ({ext_dist}) adds pattern {key} to "

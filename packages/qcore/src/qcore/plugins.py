@@ -222,8 +222,14 @@ class PluginRegistry:
                 f"{entry.label} targets plugin API version {descriptor.api_version}, "
                 f"this qcore provides version {PLUGIN_API_VERSION}"
             )
-        qualified = f"{getattr(descriptor, 'target', '')}.{descriptor.name}"
-        if entry.name not in (descriptor.name, qualified):
+        target = getattr(descriptor, "target", None)
+        if target is not None and entry.name.split(".", 1)[0] != target:
+            raise PluginError(
+                f"{entry.label}: the entry point says target '{entry.name.split('.', 1)[0]}' "
+                f"but its descriptor targets '{target}' "
+                "(extension entry points are named <target>.<name>)"
+            )
+        if entry.name not in (descriptor.name, f"{target}.{descriptor.name}"):
             raise PluginError(
                 f"{entry.label}: its descriptor is named '{descriptor.name}', "
                 f"but the entry point is named '{entry.name}'"
@@ -246,13 +252,6 @@ class PluginRegistry:
             if name.split(".", 1)[0] != target or self._is_disabled(kind, name):
                 continue
             descriptor = self.load(kind, name)
-            if descriptor.target != target:
-                error = PluginError(
-                    f"{self._claims(kind, name)[0].label}: entry point says target "
-                    f"'{target}' but its descriptor targets '{descriptor.target}'"
-                )
-                self._errors[(kind, name)] = error
-                raise error
             found.append((self.distribution(kind, name), descriptor))
         return found
 

@@ -1,0 +1,59 @@
+"""The qcore command, in process, against fake distributions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from qcore.cli import main
+
+from .test_plugins import GOOD_BACKEND
+
+FakeDist = Callable[..., Path]
+
+
+def test_list_shows_broken_plugins_with_their_reason(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_dist("qbackend-broken", {"qcore.backends": {"broken": "qbroken_cli.plugin:PLUGIN"}})
+    assert main(["check", "broken"]) == 1
+    assert "qbackend-broken" in capsys.readouterr().out
+    assert main(["list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if " broken " in line)
+    assert row.split()[:5] == ["backend", "broken", "qbackend-broken", "1.0", "error"]
+    assert "qbroken_cli" in row
+
+
+def test_check_passes_a_good_backend_and_fails_a_bad_one(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = GOOD_BACKEND.replace('"tiny"', '"bad"').replace(
+        "BackendPatternConfig(torch.nn.ReLU)",
+        "BackendPatternConfig((torch.nn.Linear, torch.nn.ReLU))"
+        ".set_fuser_method(lambda is_qat, a, b: torch.nn.Identity())"
+        ".set_fused_module(torch.ao.nn.intrinsic.LinearReLU)",
+    )
+    fake_dist(
+        "qbackend-tiny",
+        {"qcore.backends": {"tiny": "qtiny_cli.plugin:PLUGIN"}},
+        {"qtiny_cli.plugin": GOOD_BACKEND},
+    )
+    fake_dist(
+        "qbackend-bad",
+        {"qcore.backends": {"bad": "qbad_cli.plugin:PLUGIN"}},
+        {"qbad_cli.plugin": bad},
+    )
+    assert main(["check", "tiny"]) == 0
+    assert "backend:tiny:" in capsys.readouterr().out
+    assert main(["check", "bad"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL backend:bad fuser-method" in out
+
+
+def test_unknown_name_exits_non_zero_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "mychip"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "mychip" in err and "onednn" in err
+    assert main(["check", "mychip"]) == 2
