@@ -13,7 +13,9 @@ One CheckResult per pattern and check, so a report names each pattern that fails
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -121,6 +123,13 @@ def _subject(config: BackendPatternConfig, text: Callable[[Any], str]) -> str:
         return repr(config.to_dict().get("pattern", config.to_dict().get("pattern_complex_format")))
 
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """torch's dispatcher errors run to pages; a report line needs the first sentence."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @contextmanager
 def _quiet() -> Iterator[None]:
     """torch.ao warns about its own deprecation on every call; the results say what matters."""
@@ -222,7 +231,7 @@ def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) ->
         except NotSynthesizableError as exc:
             return False, f"cannot build the fuser's input modules: {exc}"
         except Exception as exc:  # noqa: BLE001 - the fuser's failure is the finding
-            return False, f"{mode} fusion raised {type(exc).__name__}: {exc}"
+            return False, f"{mode} fusion raised {_one_line(exc)}"
         got = type(fused)
         if declared is not None and isinstance(fused, declared):
             built.append(f"{mode}: {op_name(got)}")
@@ -304,7 +313,8 @@ def _check_prepare_convert(
     stage = "qconfig mapping"
     try:
         qconfig_mapping = mapping(case.model, False)
-        with torch.no_grad():
+        # a failing GraphModule prints its generated source to stderr; the detail suffices
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             expected = _flatten(case.model(*inputs()))
             stage = "prepare_fx"
             prepared = prepare_fx(
@@ -318,10 +328,7 @@ def _check_prepare_convert(
             stage = "running the converted model"
             actual = _flatten(converted(*inputs()))
     except Exception as exc:  # noqa: BLE001 - the failure is the finding
-        return (
-            False,
-            f"{stage} raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-        )
+        return False, f"{stage} raised {_one_line(exc)}"
     if len(actual) != len(expected):
         return False, f"{len(actual)} outputs, the float model gives {len(expected)}"
     for a, e in zip(actual, expected, strict=True):

@@ -107,9 +107,11 @@ _WEIGHTED = _function(
 )
 
 
-def _conv_fn(dims: int) -> OpRow:
+def _conv_fn(dims: int, *settings: int) -> OpRow:
+    """A functional conv with every setting spelled out: torch's native lowering reads
+    stride/padding/... positionally and fails on a call that leaves them at defaults."""
     return _function(
-        lambda op, m, x: op(x, m.weight, m.bias),
+        lambda op, m, x: op(x, m.weight, m.bias, *settings),
         ranks=(dims + 2,),
         weight=(W, W) + (1,) * dims,  # square channels: in/out order does not matter
         bias=(W,),
@@ -129,8 +131,9 @@ def _conv_family(dims: int) -> dict[Any, OpRow]:
         conv: _module(W, W, 1, ranks=rank),
         tconv: _module(W, W, 1, ranks=rank),
         bn: _module(W, ranks=(2, 3) if dims == 1 else rank),
-        getattr(torch, f"conv{dims}d"): _conv_fn(dims),
-        getattr(torch, f"conv_transpose{dims}d"): _conv_fn(dims),
+        # stride, padding, dilation, groups / stride, padding, output_padding, groups, dilation
+        getattr(torch, f"conv{dims}d"): _conv_fn(dims, 1, 0, 1, 1),
+        getattr(torch, f"conv_transpose{dims}d"): _conv_fn(dims, 1, 0, 0, 1, 1),
         getattr(nni, f"ConvReLU{dims}d"): _fused(c, r, ranks=rank),
         getattr(nni, f"ConvBn{dims}d"): _fused(c, b, ranks=rank),
         getattr(nni, f"ConvBnReLU{dims}d"): _fused(c, b, r, ranks=rank),

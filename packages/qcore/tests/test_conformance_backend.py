@@ -1,0 +1,397 @@
+"""The FX half of the conformance kit must fail on broken backends, naming the pattern.
+
+Fake backend plugins are installed as real distributions (``fake_dist``) so that the kit
+loads them through entry points, as it loads first-party plugins.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.ao.nn.intrinsic as nni
+from torch import nn
+from torch.ao.quantization import QConfigMapping
+from torch.ao.quantization.backend_config import BackendConfig, get_onednn_backend_config
+from torch.ao.quantization.quantize_fx import prepare_fx
+
+from qcore.testing import CheckResult, assert_conformant, check_backend
+from qcore.testing.backend import check_backend_config
+from qcore.testing.patterns import PatternNode
+from qcore.testing.synth import NotSynthesizableError, synthesize
+
+# A plugin module: ``BUILD`` (source defining ``build() -> BackendConfig``) is filled per test.
+PLUGIN_SOURCE = """
+import operator
+import torch
+import torch.ao.nn.intrinsic as nni
+import torch.nn.functional as F
+from torch import nn
+from torch.ao.quantization import QConfigMapping
+from torch.ao.quantization.backend_config import (
+    BackendConfig, BackendPatternConfig, DTypeConfig, ObservationType,
+)
+from qcore.plugin_api import BackendPlugin
+
+WEIGHTED = DTypeConfig(
+    input_dtype=torch.quint8, output_dtype=torch.quint8,
+    weight_dtype=torch.qint8, bias_dtype=torch.float,
+)
+ACT = DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.quint8)
+
+def linear():
+    return (
+        BackendPatternConfig(nn.Linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(WEIGHTED)
+        .set_root_module(nn.Linear)
+        .set_reference_quantized_module(torch.ao.nn.quantized.reference.Linear)
+    )
+
+def conv_relu(fuser):
+    return (
+        BackendPatternConfig((nn.Conv2d, nn.ReLU))
+        .add_dtype_config(WEIGHTED)
+        .set_fuser_method(fuser)
+        .set_fused_module(nni.ConvReLU2d)
+    )
+
+def conv_relu_fused():
+    return (
+        BackendPatternConfig(nni.ConvReLU2d)
+        .add_dtype_config(WEIGHTED)
+        .set_root_module(nn.Conv2d)
+        .set_reference_quantized_module(torch.ao.nn.quantized.reference.Conv2d)
+    )
+
+{build}
+
+PLUGIN = BackendPlugin(name="{name}", backend_config=build)
+"""
+
+GOOD = """
+def build():
+    fuse = lambda is_qat, conv, relu: nni.ConvReLU2d(conv, relu)
+    return (
+        BackendConfig("good")
+        .set_backend_pattern_config(linear())
+        .set_backend_pattern_config(conv_relu(fuse))
+        .set_backend_pattern_config(conv_relu_fused())
+        .set_backend_pattern_config(BackendPatternConfig(operator.add).add_dtype_config(ACT))
+    )
+"""
+
+
+InstallBackend = Callable[[str, str], None]
+
+
+@pytest.fixture
+def install_backend(fake_dist: Callable[..., Path]) -> InstallBackend:
+    """Install a backend plugin named ``name`` whose module defines ``build`` as given."""
+
+    def install(name: str, build: str) -> None:
+        module = f"fake_backend_{name}"
+        source = PLUGIN_SOURCE.format(build=textwrap.dedent(build), name=name)
+        fake_dist(
+            f"fake-backend-{name}",
+            {"qcore.backends": {name: f"{module}:PLUGIN"}},
+            {module: source},
+        )
+
+    return install
+
+
+def _only(results: list[CheckResult], check: str, subject: str) -> CheckResult:
+    found = [r for r in results if r.check == check and r.subject == subject]
+    assert len(found) == 1, f"expected one {check} result for {subject}, got {results}"
+    return found[0]
+
+
+def test_a_conformant_plugin_passes_every_check(install_backend: InstallBackend) -> None:
+    install_backend("goodchip", GOOD)
+    results = assert_conformant("backend", "goodchip")
+    checks = sorted((r.check, r.subject) for r in results if r.check != "load")
+    assert checks == [
+        ("fuser-method", "Conv2d → ReLU"),
+        ("prepare-convert", "Conv2d → ReLU"),
+        ("prepare-convert", "Linear"),
+        ("prepare-convert", "nni.ConvReLU2d"),
+        ("prepare-convert", "operator.add"),
+        ("well-formed", "Conv2d → ReLU"),
+        ("well-formed", "Linear"),
+        ("well-formed", "nni.ConvReLU2d"),
+        ("well-formed", "operator.add"),
+    ]
+    assert "quantized" in _only(results, "prepare-convert", "Conv2d → ReLU").detail
+
+
+def test_a_fuser_returning_the_wrong_module_fails(install_backend: InstallBackend) -> None:
+    install_backend(
+        "wrongfuser",
+        """
+        def build():
+            wrong = lambda is_qat, conv, relu: nn.Sequential(conv, relu)
+            return (
+                BackendConfig("wrong")
+                .set_backend_pattern_config(conv_relu(wrong))
+                .set_backend_pattern_config(conv_relu_fused())
+            )
+        """,
+    )
+    result = _only(check_backend("wrongfuser"), "fuser-method", "Conv2d → ReLU")
+    assert not result.ok
+    assert "Sequential" in result.detail and "nni.ConvReLU2d" in result.detail
+    with pytest.raises(AssertionError, match=r"fuser-method Conv2d → ReLU: .*Sequential"):
+        assert_conformant("backend", "wrongfuser")
+
+
+def test_a_qat_fuser_that_folds_too_far_fails(install_backend: InstallBackend) -> None:
+    # QAT needs the fused module itself (it is swapped for nniqat.ConvReLU2d and trained)
+    install_backend(
+        "qatfold",
+        """
+        def build():
+            fold = lambda is_qat, conv, relu: conv
+            return (
+                BackendConfig("qatfold")
+                .set_backend_pattern_config(conv_relu(fold))
+                .set_backend_pattern_config(
+                    conv_relu_fused().set_qat_module(torch.ao.nn.intrinsic.qat.ConvReLU2d)
+                )
+                .set_backend_pattern_config(
+                    BackendPatternConfig(nn.Conv2d).add_dtype_config(WEIGHTED)
+                )
+            )
+        """,
+    )
+    result = _only(check_backend("qatfold"), "fuser-method", "Conv2d → ReLU")
+    assert not result.ok
+    assert result.detail.startswith("qat fusion built Conv2d")
+
+
+def test_a_fuser_that_raises_fails(install_backend: InstallBackend) -> None:
+    install_backend(
+        "raisingfuser",
+        """
+        def build():
+            def broken(is_qat, conv, relu):
+                raise RuntimeError("fuser exploded")
+            return BackendConfig("raising").set_backend_pattern_config(conv_relu(broken))
+        """,
+    )
+    results = check_backend("raisingfuser")
+    fuser = _only(results, "fuser-method", "Conv2d → ReLU")
+    assert not fuser.ok and "fuser exploded" in fuser.detail
+    run = _only(results, "prepare-convert", "Conv2d → ReLU")
+    assert not run.ok and run.detail.startswith("prepare_fx raised RuntimeError: fuser exploded")
+
+
+@pytest.mark.parametrize(
+    ("declaration", "subject", "complaint"),
+    [
+        (
+            "BackendPatternConfig((nn.Conv2d, (nn.ReLU,))).add_dtype_config(WEIGHTED)",
+            None,
+            "pattern: simple pattern (a chain in execution order): a nested tuple",
+        ),
+        (
+            "BackendPatternConfig(nn.Linear).add_dtype_config(WEIGHTED)"
+            ".set_observation_type('share')",
+            "Linear",
+            "observation_type: 'share' is not an ObservationType",
+        ),
+        (
+            "BackendPatternConfig(nn.Linear).add_dtype_config(WEIGHTED)"
+            ".set_root_module(torch.relu)",
+            "Linear",
+            "root_module: <built-in method relu",
+        ),
+        (
+            "BackendPatternConfig(nn.Linear).add_dtype_config(WEIGHTED)"
+            ".set_fused_module(nni.LinearReLU)",
+            "Linear",
+            "fused_module is set but fuser_method is not",
+        ),
+        (
+            "BackendPatternConfig(nn.Linear).add_dtype_config("
+            "DTypeConfig(input_dtype=torch.quint8, weight_dtype=torch.complex64))",
+            "Linear",
+            "dtype_configs[0].weight_dtype: torch.complex64 is not a quantization dtype",
+        ),
+        (
+            "BackendPatternConfig.from_dict({'pattern': operator.add, 'dtype_configs': [ACT],"
+            " 'num_tensor_args_to_observation_type': {3: 'shared'}})",
+            "operator.add",
+            "num_tensor_args_to_observation_type: 3 -> 'shared'",
+        ),
+        (
+            "BackendPatternConfig(F.relu)",
+            "F.relu",
+            "dtype_configs: empty, and no fuser_method",
+        ),
+        (
+            "BackendPatternConfig(F.relu).add_dtype_config(ACT).set_qat_module(nn.ReLU)",
+            "F.relu",
+            "qat_module is set, but the pattern is not a single module class",
+        ),
+    ],
+)
+def test_a_malformed_pattern_fails_well_formed(
+    install_backend: InstallBackend, declaration: str, subject: str | None, complaint: str
+) -> None:
+    install_backend(
+        "malformed",
+        f"""
+        def build():
+            return (
+                BackendConfig("malformed")
+                .set_backend_pattern_config({declaration})
+            )
+        """,
+    )
+    results = check_backend("malformed")
+    failed = [r for r in results if not r.ok]
+    assert [r.check for r in failed] == ["well-formed"], failed
+    assert complaint in failed[0].detail
+    if subject is not None:
+        assert failed[0].subject == subject
+    # a broken declaration is not run through prepare/convert: it would only restate it
+    assert not [r for r in results if r.check == "prepare-convert"]
+
+
+def test_a_pattern_whose_conversion_crashes_fails(install_backend: InstallBackend) -> None:
+    install_backend(
+        "badconvert",
+        """
+        class BrokenReference(nn.Module):
+            @classmethod
+            def from_float(cls, *args, **kwargs):
+                raise RuntimeError("no reference module for you")
+
+        def build():
+            return BackendConfig("badconvert").set_backend_pattern_config(
+                linear().set_reference_quantized_module(BrokenReference)
+            )
+        """,
+    )
+    result = _only(check_backend("badconvert"), "prepare-convert", "Linear")
+    assert not result.ok
+    assert result.detail == (
+        "convert_to_reference_fx raised RuntimeError: no reference module for you"
+    )
+    with pytest.raises(AssertionError, match="prepare-convert Linear: convert_to_reference"):
+        assert_conformant("backend", "badconvert")
+
+
+def test_an_op_the_kit_cannot_synthesize_fails_with_its_name(
+    install_backend: InstallBackend,
+) -> None:
+    install_backend(
+        "exotic",
+        """
+        def build():
+            return BackendConfig("exotic").set_backend_pattern_config(
+                BackendPatternConfig(torch.cumsum).add_dtype_config(ACT)
+            )
+        """,
+    )
+    result = _only(check_backend("exotic"), "prepare-convert", "torch.cumsum")
+    assert not result.ok
+    assert result.detail == "not synthesizable: no synthesis row for op torch.cumsum"
+
+
+def test_a_plugin_that_cannot_load_fails_one_load_check(install_backend: InstallBackend) -> None:
+    install_backend("brokenbuild", "def build():\n    raise RuntimeError('cannot build')\n")
+    results = check_backend("brokenbuild")
+    assert [(r.check, r.ok) for r in results] == [("load", False)]
+    assert "fake-backend-brokenbuild" in results[0].detail
+    assert "cannot build" in results[0].detail
+
+
+def test_the_quantized_engine_is_restored() -> None:
+    before = torch.backends.quantized.engine
+    other = next(e for e in ("qnnpack", "onednn", "x86") if e != before)
+    config = BackendConfig("tiny").set_backend_pattern_config(
+        get_onednn_backend_config().configs[0]  # nn.Conv1d
+    )
+    results = check_backend_config(config, convert="native", engine=other)
+    assert all(r.ok for r in results), results
+    assert torch.backends.quantized.engine == before
+
+
+# The synthesizer, checked against torch's own pattern matching --------------------------
+
+
+def _fused_types(model: nn.Module) -> set[type]:
+    return {type(m) for m in model.modules()}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        # torch's reversed nested format: add(bn(conv(x)), any), any on the left or right
+        ((torch.add, (nn.BatchNorm2d, nn.Conv2d), "*"), nni.ConvAdd2d),
+        ((torch.add, "*", (nn.BatchNorm2d, nn.Conv2d)), nni.ConvAdd2d),
+        ((nn.ReLU, (torch.add, "*", nn.Conv2d)), nni.ConvAddReLU2d),
+    ],
+)
+def test_complex_patterns_synthesize_to_models_torch_fuses(
+    pattern: tuple[object, ...], expected: type
+) -> None:
+    def tree(p: object) -> PatternNode | None:
+        if p == "*":
+            return None
+        if isinstance(p, tuple):
+            return PatternNode(p[0], tuple(tree(a) for a in p[1:]))
+        return PatternNode(p)
+
+    root = tree(pattern)
+    assert root is not None
+    case = synthesize(root)
+    assert len(case.example_inputs) == 2  # the conv input and the "any node" operand
+    prepared = prepare_fx(
+        case.model,
+        _torch_onednn_mapping(),
+        case.example_inputs,
+        backend_config=get_onednn_backend_config(),
+    )
+    assert expected in _fused_types(prepared)
+
+
+def _torch_onednn_mapping() -> QConfigMapping:
+    from torch.ao.quantization import get_default_qconfig_mapping
+
+    return get_default_qconfig_mapping("onednn")
+
+
+def test_synthesis_names_the_op_it_lacks() -> None:
+    with pytest.raises(NotSynthesizableError, match=r"torch\.cumsum"):
+        synthesize(PatternNode(torch.cumsum))
+
+
+def test_torch_onednn_patterns_all_synthesize() -> None:
+    """Coverage against torch's own config (independent of the plugin packages)."""
+    from qcore.testing.patterns import pattern_tree
+
+    unsynthesizable = []
+    for config in get_onednn_backend_config().configs:
+        try:
+            synthesize(pattern_tree(config))
+        except NotSynthesizableError as exc:
+            unsynthesizable.append(str(exc))
+    # only the two Tensor methods torch declares but Tensor lacks
+    assert len(unsynthesizable) == 2, unsynthesizable
+    assert all("has no attribute 'hardsigmoid" in e for e in unsynthesizable)
+
+
+def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
+    # the kit is imported lazily from qcore.testing; qcore itself must not pull it in
+    import subprocess
+    import sys
+
+    code = "import sys, qcore, qcore.testing; print('qcore.testing.synth' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
