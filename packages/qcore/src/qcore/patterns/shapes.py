@@ -48,6 +48,10 @@ class Chain:
     bn: Op | None = None
     post: tuple[Op, ...] = ()
 
+    # torch's default root getter (the innermost node) is right for chains; no free input
+    root_path: ClassVar[Path | None] = None
+    extra_path: ClassVar[Path | None] = None
+
     @property
     def ops(self) -> tuple[Op, ...]:
         return (self.root, *([self.bn] if self.bn is not None else []), *self.post)
@@ -78,9 +82,6 @@ class Chain:
         has_bn = self.bn is not None
         return flat[0], flat[1] if has_bn else None, flat[1 + has_bn :]
 
-    root_path: ClassVar[Path | None] = None
-    extra_path: ClassVar[Path | None] = None
-
 
 @dataclass(frozen=True)
 class BinaryRoot:
@@ -97,11 +98,11 @@ class BinaryRoot:
     bn: Op | None = None
     post: Op | None = None
 
+    complex: ClassVar[bool] = True  # MatchAllNode has no place in torch's simple format
+
     def __post_init__(self) -> None:
         if self.side not in ("left", "right"):
             raise ValueError(f"BinaryRoot.side must be 'left' or 'right', got {self.side!r}")
-
-    complex: ClassVar[bool] = True
 
     @property
     def _binary(self) -> Any:
@@ -127,6 +128,7 @@ class BinaryRoot:
         return self._binary_path + ((2,) if self.side == "left" else (1,))
 
     def roles(self, matched: Sequence[Any]) -> tuple[Any, Any, list[Any]]:
+        """(root, bn or None, [binary op, post]) from a fuser's nested arguments."""
         tree = tuple(matched)
         bn = _at(tree, (*self.root_path[:-1], 0)) if self.bn is not None else None
         others = [_at(tree, (*self._binary_path, 0))]
