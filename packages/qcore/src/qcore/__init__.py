@@ -6,6 +6,7 @@ Plugins are discovered from entry-point metadata and imported on first use.
 
 from qcore._version import __version__
 from qcore.api import (
+    explain_not_quantized,
     get_backend_config,
     get_lowering,
     get_qconfig_mapping,
@@ -21,6 +22,7 @@ __all__ = [
     "PluginError",
     "PluginNotFoundError",
     "__version__",
+    "explain_not_quantized",
     "get_backend_config",
     "get_lowering",
     "get_qconfig_mapping",

@@ -6,7 +6,7 @@ so that ``import qcore`` and ``qcore list`` stay cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qcore.errors import PluginConflictError, PluginError
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from torch.ao.quantization import QConfigMapping
     from torch.ao.quantization.backend_config import BackendConfig
     from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from qcore.annotation.report import FloatNode
 
 T = TypeVar("T")
 
@@ -129,6 +131,26 @@ def get_lowering(name: str) -> Lowering:
     and ``report()``. Importing its package changes nothing; installing does."""
     plugin = REGISTRY.load("lowering", name)
     return _build("lowering", name, "Lowering", plugin.factory, Lowering)  # type: ignore[type-abstract]
+
+
+def explain_not_quantized(
+    model: nn.Module, quantizer: Quantizer, example_inputs: Sequence[Any] | None = None
+) -> list[FloatNode]:
+    """Every compute node ``quantizer`` leaves in float, and why (no annotator for the op,
+    excluded by a scope or filter, input not quantizable, conflicting annotation).
+
+    Works for any quantizer built on qcore's annotator registry. ``model`` is an exported
+    or annotated graph module, or an ``nn.Module`` together with ``example_inputs``.
+    """
+    from qcore.annotation.quantizer import RegistryQuantizer
+    from qcore.annotation.report import explain_not_quantized as explain
+
+    if not isinstance(quantizer, RegistryQuantizer):
+        raise TypeError(
+            f"explain_not_quantized needs a quantizer built on qcore's annotator registry, "
+            f"got {type(quantizer).__module__}.{type(quantizer).__name__}"
+        )
+    return explain(model, quantizer, example_inputs)
 
 
 def list_plugins() -> list[PluginInfo]:

@@ -7,6 +7,7 @@ points, exactly as users load them.
 
 from __future__ import annotations
 
+from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult
 
 
@@ -41,4 +42,10 @@ def assert_conformant(kind: str, name: str) -> list[CheckResult]:
     return results
 
 
-__all__ = ["CheckResult", "assert_conformant", "check_backend", "check_quantizer"]
+__all__ = [
+    "CheckResult",
+    "assert_conformant",
+    "check_backend",
+    "check_quantizer",
+    "compare_backend_configs",
+]
