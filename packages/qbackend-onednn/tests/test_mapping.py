@@ -1,0 +1,180 @@
+"""The oneDNN default mapping: each documented difference from torch's is needed, and
+there is no other difference."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import pytest
+import torch
+from onednn_flow import ptq, quantized_engine, run, torch_onednn_config
+from torch import nn
+from torch.ao.quantization import (
+    FixedQParamsObserver,
+    QConfig,
+    default_weight_observer,
+    get_default_qat_qconfig_mapping,
+    get_default_qconfig_mapping,
+)
+from torch.ao.quantization.qconfig import qconfig_equals
+from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
+
+import qcore
+from qbackend_onednn.mapping import CONV_TRANSPOSE_OPS, EMBEDDING_MODULES, fused_module_type_chains
+from qcore.testing.models import ModelCase, case, sqnr
+
+
+@pytest.fixture(autouse=True)
+def onednn_engine() -> Iterator[None]:
+    with quantized_engine("onednn"):
+        yield
+
+
+def test_linear_tanh_fails_with_torch_mapping_and_runs_with_ours() -> None:
+    linear_tanh = case("linear_tanh")
+    config = qcore.get_backend_config("onednn")
+    with pytest.raises(LookupError, match="LinearTanh"):
+        ptq(linear_tanh, get_default_qconfig_mapping("onednn"), config)
+    for model in (linear_tanh.model(), None):
+        converted = ptq(linear_tanh, qcore.get_qconfig_mapping("onednn", model=model), config)
+        assert type(converted.get_submodule("0")).__name__ == "LinearTanh"
+        assert sqnr(run(linear_tanh.model(), linear_tanh), run(converted, linear_tanh)) >= 30
+
+
+def _tanh_output_observer(model_case: ModelCase, with_model: bool) -> object:
+    model = model_case.model()
+    mapping = qcore.get_qconfig_mapping("onednn", model=model if with_model else None)
+    prepared = prepare_fx(
+        model, mapping, model_case.inputs(0), backend_config=qcore.get_backend_config("onednn")
+    )
+    tanh = next(n for n in prepared.graph.nodes if n.op == "call_module" and n.target == "4")
+    (user,) = tanh.users
+    return prepared.get_submodule(str(user.target)) if user.op == "call_module" else None
+
+
+def test_standalone_tanh_keeps_torch_fixed_qparams_when_model_is_given() -> None:
+    mixed = case("linear_tanh_mixed")  # Linear-Tanh (fused), Linear-ReLU, Tanh (standalone)
+    observer = _tanh_output_observer(mixed, with_model=True)
+    assert isinstance(observer, FixedQParamsObserver)
+    assert observer.scale.item() == pytest.approx(2.0 / 256.0)
+    # without names to restore, the standalone Tanh cannot meet its fixed-qparams
+    # constraint and torch leaves it in float: documented, and still correct
+    assert not isinstance(_tanh_output_observer(mixed, with_model=False), FixedQParamsObserver)
+
+
+def test_conv_transpose_fails_with_torch_mapping() -> None:
+    with pytest.raises(AssertionError, match="ConvTranspose"):
+        ptq(case("conv_transpose2d"), get_default_qconfig_mapping("onednn"), torch_onednn_config())
+
+
+def test_per_tensor_conv_transpose_would_run_but_is_wrong_on_onednn() -> None:
+    """Why ConvTranspose stays in float rather than getting torch's x86 fix."""
+    model_case = case("conv_transpose2d")
+    global_qconfig = get_default_qconfig_mapping("onednn").global_qconfig
+    assert global_qconfig is not None
+    per_tensor = QConfig(activation=global_qconfig.activation, weight=default_weight_observer)
+    mapping = get_default_qconfig_mapping("onednn").set_object_type(nn.ConvTranspose2d, per_tensor)
+    expected = run(model_case.model(), model_case)
+    broken = run(ptq(model_case, mapping, torch_onednn_config()), model_case)
+    assert sqnr(expected, broken) < 10
+    ours = ptq(model_case, qcore.get_qconfig_mapping("onednn"), torch_onednn_config())
+    assert sqnr(expected, run(ours, model_case)) >= 30
+
+
+@pytest.mark.parametrize("is_qat", [False, True])
+def test_differences_from_torch_are_only_the_documented_ones(is_qat: bool) -> None:
+    model = case("linear_tanh_mixed").model()
+    ours = qcore.get_qconfig_mapping("onednn", is_qat=is_qat, model=model)
+    torch_mapping = (get_default_qat_qconfig_mapping if is_qat else get_default_qconfig_mapping)(
+        "onednn"
+    )
+    assert qconfig_equals(ours.global_qconfig, torch_mapping.global_qconfig)
+    floated = set(CONV_TRANSPOSE_OPS) | (set(EMBEDDING_MODULES) if is_qat else set())
+    mine, theirs = ours.object_type_qconfigs, torch_mapping.object_type_qconfigs
+    changed = {
+        key
+        for key in set(mine) | set(theirs)
+        if (key in mine) != (key in theirs) or not qconfig_equals(mine.get(key), theirs.get(key))
+    }
+    assert changed == floated | {nn.Tanh}
+    assert all(ours.object_type_qconfigs[op] is None for op in floated)
+    assert nn.Tanh not in ours.object_type_qconfigs  # shares nn.Linear's (the global) qconfig
+    tanh_qconfig = torch_mapping.object_type_qconfigs[nn.Tanh]
+    assert set(ours.module_name_qconfigs) == {"1", "4"}  # the model's two Tanh instances
+    assert all(qconfig_equals(q, tanh_qconfig) for q in ours.module_name_qconfigs.values())
+
+
+def test_mapping_without_fusable_pair_keeps_torch_tanh_entry() -> None:
+    only_tanh = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Tanh())
+    ours = qcore.get_qconfig_mapping("onednn", model=only_tanh)
+    torch_mapping = get_default_qconfig_mapping("onednn")
+    assert qconfig_equals(
+        ours.object_type_qconfigs[nn.Tanh], torch_mapping.object_type_qconfigs[nn.Tanh]
+    )
+    assert not ours.module_name_qconfigs
+
+
+def test_fused_chains_come_from_the_backend_config() -> None:
+    chains = fused_module_type_chains(qcore.get_backend_config("onednn"))
+    assert (nn.Linear, nn.Tanh) in chains
+    assert (nn.Conv2d, nn.BatchNorm2d, nn.ReLU) in chains
+
+
+def test_qat_with_torch_mapping_fails_on_embedding_and_ours_runs() -> None:
+    embedding = case("embedding")
+    config = qcore.get_backend_config("onednn")
+    example = embedding.inputs(0)
+    with pytest.raises(AssertionError, match="per_channel_affine_float_qparams"):
+        prepare_qat_fx(
+            embedding.model().train(),
+            get_default_qat_qconfig_mapping("onednn"),
+            example,
+            backend_config=config,
+        )
+    mapping = qcore.get_qconfig_mapping("onednn", is_qat=True, model=embedding.model())
+    prepared = prepare_qat_fx(embedding.model().train(), mapping, example, backend_config=config)
+    converted = convert_fx(prepared.eval(), backend_config=config)
+    assert torch.equal(run(converted, embedding), run(embedding.model(), embedding))
+
+
+QAT_CASES = [
+    "transformer",
+    "lstm",
+    "conv1d_bn_relu",
+    "conv2d_bn",
+    "conv3d_bn_relu",
+    "conv_torch_add_relu_left",
+    "linear_tanh_mixed",
+    "linear_leaky_relu",
+    "mul_tensor_relu_torch",
+    "concat",
+    "layernorm",
+    "conv_transpose2d",
+    "conv2d_relu6",
+]
+
+
+@pytest.mark.parametrize("name", QAT_CASES)
+def test_qat_flow(name: str) -> None:
+    """prepare_qat_fx, a few SGD steps towards the float outputs, convert_fx."""
+    model_case = case(name)
+    float_model = model_case.model()
+    config = qcore.get_backend_config("onednn")
+    mapping = qcore.get_qconfig_mapping("onednn", is_qat=True, model=float_model)
+    prepared = prepare_qat_fx(
+        copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
+    )
+    prepared.apply(torch.ao.nn.intrinsic.qat.freeze_bn_stats)
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
+    for batch in model_case.calibration_batches():
+        with torch.no_grad():
+            target = float_model(*batch)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(prepared(*batch), target).backward()
+        optimizer.step()
+    prepared.eval()
+    simulated = run(prepared, model_case)
+    out = run(convert_fx(prepared, backend_config=config), model_case)
+    assert sqnr(simulated, out) >= 30, "the converted model departs from its QAT simulation"
+    assert sqnr(run(float_model, model_case), out) >= 30
