@@ -188,6 +188,9 @@ OP_ROWS: dict[Any, OpRow] = {
             nn.Sigmoid,
             nn.Tanh,
             nn.Hardtanh,
+            nn.SiLU,
+            nn.GELU,
+            nn.Mish,
             nn.PReLU,
             nn.Dropout,
             nn.Identity,
@@ -233,6 +236,9 @@ OP_ROWS: dict[Any, OpRow] = {
             F.hardsigmoid,
             torch.sigmoid,
             torch.tanh,
+            F.silu,
+            F.gelu,
+            F.mish,
             F.leaky_relu,
             F.hardtanh,
             F.hardtanh_,
@@ -260,7 +266,16 @@ OP_ROWS: dict[Any, OpRow] = {
     operator.floordiv: _unary(2),
     **{
         op: _BINARY
-        for op in (torch.add, operator.add, torch.sub, operator.sub, torch.mul, operator.mul)
+        for op in (
+            torch.add,
+            operator.add,
+            torch.sub,
+            operator.sub,
+            torch.mul,
+            operator.mul,
+            torch.div,
+            operator.truediv,
+        )
     },
     torch.matmul: _BINARY,
     torch.cat: _LIST_BINARY,
