@@ -108,6 +108,16 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(
             "PLUGIN = BackendPlugin(name='odd', backend_config=_boom)",
             r"failed to build its BackendConfig: RuntimeError: no such chip",
         ),
+        (
+            "from qcore.plugin_api import BackendPlugin\n"
+            "PLUGIN = BackendPlugin(name='odd', backend_config='qodd.nowhere:build')",
+            r"failed to build its BackendConfig: ModuleNotFoundError: .*qodd.nowhere",
+        ),
+        (
+            "from qcore.plugin_api import BackendPlugin\n"
+            "PLUGIN = BackendPlugin(name='odd', backend_config='qodd_build_without_colon')",
+            r"failed to build its BackendConfig: ValueError: factory reference .* 'module:attribute'",
+        ),
     ],
     ids=[
         "not-a-descriptor",
@@ -116,6 +126,8 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(
         "name-mismatch",
         "wrong-return",
         "factory-raises",
+        "reference-missing",
+        "reference-malformed",
     ],
 )
 def test_bad_plugins_are_reported_with_distribution_and_reason(

@@ -37,4 +37,5 @@ def annotate_silu(
     return partitions
 
 
-ANNOTATORS = [Annotator("silu", annotate_silu, ops=SILU, description="silu (LUT kernel)")]
+def annotator_list() -> list[Annotator]:
+    return [Annotator("silu", annotate_silu, ops=SILU, description="silu (LUT kernel)")]

@@ -38,7 +38,7 @@ def build_backend_config() -> BackendConfig:
     )
 
 
-def build_qconfig_mapping(is_qat: bool, model: nn.Module | None) -> QConfigMapping:
+def build_qconfig_mapping(*, is_qat: bool, model: nn.Module | None = None) -> QConfigMapping:
     """uint8 activations with a reduced range and per-channel int8 weights, fbgemm-style."""
     del model  # the chip's fusions agree with one qconfig per module type
     if is_qat:

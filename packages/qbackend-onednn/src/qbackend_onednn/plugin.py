@@ -1,32 +1,10 @@
-"""Entry-point descriptor: cheap to import, the factories import the heavy parts."""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
+"""Entry-point descriptor. The references are imported on first use, not here."""
 
 from qcore.plugin_api import BackendPlugin
 
-if TYPE_CHECKING:
-    from torch import nn
-    from torch.ao.quantization import QConfigMapping
-    from torch.ao.quantization.backend_config import BackendConfig
-
-
-def _backend_config() -> BackendConfig:
-    from qbackend_onednn.config import build_backend_config
-
-    return build_backend_config()
-
-
-def _qconfig_mapping(is_qat: bool, model: nn.Module | None) -> QConfigMapping:
-    from qbackend_onednn.mapping import build_qconfig_mapping
-
-    return build_qconfig_mapping(is_qat=is_qat, model=model)
-
-
 PLUGIN = BackendPlugin(
     name="onednn",
-    backend_config=_backend_config,
-    qconfig_mapping=_qconfig_mapping,
+    backend_config="qbackend_onednn.config:build_backend_config",
+    qconfig_mapping="qbackend_onednn.mapping:build_qconfig_mapping",
     description="oneDNN (x86) FX-mode int8 backend",
 )

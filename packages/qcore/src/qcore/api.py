@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qcore.errors import PluginConflictError, PluginError
-from qcore.plugin_api import Lowering
+from qcore.plugin_api import FactoryRef, Lowering, resolve
 from qcore.plugins import REGISTRY, PluginInfo
 
 if TYPE_CHECKING:
@@ -24,13 +24,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _build(kind: str, name: str, what: str, factory: Callable[[], Any], expected: type[T]) -> T:
-    """Call a plugin factory; wrap its failure or a wrong return type in a PluginError."""
+def _build(
+    kind: str,
+    name: str,
+    what: str,
+    factory: Callable[..., Any] | FactoryRef,
+    expected: type[T],
+    *,
+    caller_errors: tuple[type[Exception], ...] = (),
+    **kwargs: Any,
+) -> T:
+    """Resolve and call a plugin factory; wrap its failure or a wrong return type in a
+    PluginError naming the distribution. ``caller_errors`` pass through unwrapped: they
+    mean the caller's own arguments were wrong, and the plugin's message says which."""
     owner = REGISTRY.distribution(kind, name)
     try:
-        result = factory()
-    except (TypeError, ValueError):
-        raise  # the caller's options were wrong: the plugin reports them itself
+        result = resolve(factory)(**kwargs)
+    except caller_errors:
+        raise
     except PluginError:
         raise
     except Exception as exc:
@@ -50,6 +61,18 @@ def _build(kind: str, name: str, what: str, factory: Callable[[], Any], expected
     return result
 
 
+def _extension_items(
+    ext_dist: str, ext: Any, factory: Callable[..., Any] | FactoryRef
+) -> list[Any]:
+    """What an extension's factory returns, failures wrapped with the extension's name."""
+    try:
+        return list(resolve(factory)())
+    except Exception as exc:
+        raise PluginError(
+            f"{ext.kind} '{ext.target}.{ext.name}' ({ext_dist}) failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def get_backend_config(name: str) -> BackendConfig:
     """The FX-mode ``BackendConfig`` of backend ``name``, with its installed extensions."""
     from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
@@ -65,7 +88,7 @@ def get_backend_config(name: str) -> BackendConfig:
     owner = REGISTRY.distribution("backend", name)
     claimed = {repr(pattern_key(c)): owner for c in config.configs}
     for ext_dist, ext in REGISTRY.extensions("backend-extension", name):
-        for pattern_config in ext.patterns():
+        for pattern_config in _extension_items(ext_dist, ext, ext.patterns):
             if not isinstance(pattern_config, BackendPatternConfig):
                 raise PluginError(
                     f"backend extension '{ext.name}' ({ext_dist}) for '{name}' gave a "
@@ -98,8 +121,15 @@ def get_qconfig_mapping(
             f"backend plugin '{name}' ({REGISTRY.distribution('backend', name)}) "
             "provides no default QConfigMapping"
         )
-    factory = plugin.qconfig_mapping
-    return _build("backend", name, "QConfigMapping", lambda: factory(is_qat, model), QConfigMapping)
+    return _build(
+        "backend",
+        name,
+        "QConfigMapping",
+        plugin.qconfig_mapping,
+        QConfigMapping,
+        is_qat=is_qat,
+        model=model,
+    )
 
 
 def get_quantizer(name: str, **options: Any) -> Quantizer:
@@ -108,7 +138,15 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
 
     plugin = REGISTRY.load("quantizer", name)
     install_quantizer_extensions(name)
-    return _build("quantizer", name, "Quantizer", lambda: plugin.factory(**options), Quantizer)
+    return _build(
+        "quantizer",
+        name,
+        "Quantizer",
+        plugin.factory,
+        Quantizer,
+        caller_errors=(TypeError, ValueError),
+        **options,
+    )
 
 
 def install_quantizer_extensions(name: str) -> None:
@@ -122,7 +160,7 @@ def install_quantizer_extensions(name: str) -> None:
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
     for ext_dist, ext in REGISTRY.extensions("quantizer-extension", name):
-        for annotator in ext.annotators():
+        for annotator in _extension_items(ext_dist, ext, ext.annotators):
             ANNOTATORS.add(namespace, annotator, source=ext_dist)
 
 

@@ -96,12 +96,12 @@ def describe_backend(name: str) -> str:
 
 def describe_quantizer(name: str) -> str:
     from qcore.annotation.registry import ANNOTATORS
-    from qcore.api import install_quantizer_extensions
+    from qcore.api import get_quantizer, install_quantizer_extensions
 
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
     install_quantizer_extensions(name)
-    plugin.factory()  # a quantizer registers its annotators when its module loads
+    get_quantizer(name)  # a quantizer registers its annotators when its module loads
     mark = {True: "yes", False: "-"}
     rows = [
         [a.name, mark[a.static], mark[a.dynamic], mark[a.qat_only], a.description]

@@ -8,6 +8,7 @@ must therefore never import torch at runtime.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -34,7 +35,11 @@ GROUPS: dict[str, str] = {
     "quantizer-extension": "qcore.quantizer_extensions",
 }
 
-QConfigMappingFactory = Callable[[bool, "nn.Module | None"], "QConfigMapping"]
+#: A factory is a callable or a ``"module:attribute"`` reference to one; a reference keeps
+#: the descriptor module free of wrappers whose only job is to import late.
+FactoryRef = str
+#: Called as ``factory(is_qat=..., model=...)``.
+QConfigMappingFactory = Callable[..., "QConfigMapping"] | FactoryRef
 
 
 @runtime_checkable
@@ -61,13 +66,13 @@ class Lowering(Protocol):
 class BackendPlugin:
     """An FX-mode backend: a BackendConfig and a QConfigMapping that agrees with it.
 
-    ``qconfig_mapping(is_qat, model)`` receives the model when the caller has one, for
-    mappings that must see which module types occur (see the oneDNN backend).
+    ``qconfig_mapping(is_qat=..., model=...)`` receives the model when the caller has one,
+    for mappings that must see which module types occur (see the oneDNN backend).
     """
 
     kind: ClassVar[str] = "backend"
     name: str
-    backend_config: Callable[[], BackendConfig]
+    backend_config: Callable[[], BackendConfig] | FactoryRef
     qconfig_mapping: QConfigMappingFactory | None = None
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
@@ -83,7 +88,7 @@ class QuantizerPlugin:
 
     kind: ClassVar[str] = "quantizer"
     name: str
-    factory: Callable[..., Quantizer]
+    factory: Callable[..., Quantizer] | FactoryRef
     annotator_namespace: str | None = None
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
@@ -95,7 +100,7 @@ class LoweringPlugin:
 
     kind: ClassVar[str] = "lowering"
     name: str
-    factory: Callable[[], Lowering]
+    factory: Callable[[], Lowering] | FactoryRef
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
 
@@ -107,7 +112,7 @@ class BackendExtension:
     kind: ClassVar[str] = "backend-extension"
     name: str
     target: str
-    patterns: Callable[[], Sequence[BackendPatternConfig]]
+    patterns: Callable[[], Sequence[BackendPatternConfig]] | FactoryRef
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
 
@@ -119,9 +124,24 @@ class QuantizerExtension:
     kind: ClassVar[str] = "quantizer-extension"
     name: str
     target: str
-    annotators: Callable[[], Sequence[Annotator]]
+    annotators: Callable[[], Sequence[Annotator]] | FactoryRef
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
+
+
+def resolve(factory: Callable[..., Any] | FactoryRef) -> Callable[..., Any]:
+    """The callable a factory field denotes, importing a ``"module:attribute"`` reference."""
+    if callable(factory):
+        return factory
+    module_name, sep, attribute = factory.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"factory reference {factory!r} is not of the form 'module:attribute'")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"factory reference {factory!r} is a {type(target).__name__}, not callable")
+    return target  # type: ignore[no-any-return]
 
 
 Descriptor = (

@@ -1,24 +1,10 @@
-"""Entry-point descriptor: cheap to import; the factory imports torchao on first use."""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+"""Entry-point descriptor. The reference is imported on first use, so torchao is too."""
 
 from qcore.plugin_api import QuantizerPlugin
 
-if TYPE_CHECKING:
-    from torchao.quantization.pt2e.quantizer import Quantizer
-
-
-def _factory(**options: Any) -> Quantizer:
-    from qquantizer_xnnpack.quantizer import make_quantizer
-
-    return make_quantizer(**options)
-
-
 PLUGIN = QuantizerPlugin(
     name="xnnpack",
-    factory=_factory,
+    factory="qquantizer_xnnpack.quantizer:make_quantizer",
     annotator_namespace="xnnpack",
     description="PT2E quantizer for XNNPACK / ExecuTorch",
 )
