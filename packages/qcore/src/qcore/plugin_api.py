@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from torch import nn
     from torch.ao.quantization import QConfigMapping
     from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
     from torchao.quantization.pt2e.quantizer import Quantizer
