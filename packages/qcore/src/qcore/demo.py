@@ -54,10 +54,17 @@ def _model() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return Net().eval(), (torch.randn(4, 3, 16, 16),)
 
 
-def _fx_flow(backend: str, engine: str) -> Callable[[], float]:
+def _fx_flow(backend: str, engine: str | None) -> Callable[[], float]:
+    """prepare_fx / calibrate / convert; with ``engine`` None, to the reference
+    representation (what ExecuTorch consumes), else to that quantized engine's kernels."""
+
     def run() -> float:
         import torch
-        from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+        from torch.ao.quantization.quantize_fx import (
+            convert_fx,
+            convert_to_reference_fx,
+            prepare_fx,
+        )
 
         from qcore.api import get_backend_config, get_qconfig_mapping
 
@@ -67,6 +74,9 @@ def _fx_flow(backend: str, engine: str) -> Callable[[], float]:
         mapping = get_qconfig_mapping(backend, model=model)
         prepared = prepare_fx(copy.deepcopy(model), mapping, example, backend_config=config)
         prepared(*example)
+        if engine is None:
+            converted = convert_to_reference_fx(prepared, backend_config=config)
+            return sqnr_db(expected, converted(*example))
         previous = torch.backends.quantized.engine
         torch.backends.quantized.engine = engine
         try:
@@ -74,24 +84,6 @@ def _fx_flow(backend: str, engine: str) -> Callable[[], float]:
             return sqnr_db(expected, converted(*example))
         finally:
             torch.backends.quantized.engine = previous
-
-    return run
-
-
-def _fx_reference_flow(backend: str) -> Callable[[], float]:
-    def run() -> float:
-        from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
-
-        from qcore.api import get_backend_config, get_qconfig_mapping
-
-        model, example = _model()
-        expected = model(*example)
-        config = get_backend_config(backend)
-        mapping = get_qconfig_mapping(backend, model=model)
-        prepared = prepare_fx(copy.deepcopy(model), mapping, example, backend_config=config)
-        prepared(*example)
-        converted = convert_to_reference_fx(prepared, backend_config=config)
-        return sqnr_db(expected, converted(*example))
 
     return run
 
@@ -117,7 +109,7 @@ def _pt2e_flow(quantizer_name: str) -> Callable[[], float]:
 
 FLOWS: list[tuple[str, str, Callable[[], float]]] = [
     ("FX, convert_fx", "onednn", _fx_flow("onednn", "onednn")),
-    ("FX, reference representation", "executorch", _fx_reference_flow("executorch")),
+    ("FX, reference representation", "executorch", _fx_flow("executorch", None)),
     ("PT2E", "xnnpack", _pt2e_flow("xnnpack")),
 ]
 
