@@ -104,13 +104,22 @@ def describe_quantizer(name: str) -> str:
     get_quantizer(name)  # a quantizer registers its annotators when its module loads
     mark = {True: "yes", False: "-"}
     rows = [
-        [a.name, mark[a.static], mark[a.dynamic], mark[a.qat_only], a.description]
+        [
+            a.name,
+            mark[a.static],
+            mark[a.dynamic],
+            mark[a.qat_only],
+            ANNOTATORS.source(namespace, a.name),
+            a.description,
+        ]
         for a in ANNOTATORS.annotators(namespace)
     ]
     header = (
         f"quantizer {name} ({REGISTRY.distribution('quantizer', name)}): {len(rows)} annotators"
     )
-    table = render_table(["ANNOTATOR", "STATIC", "DYNAMIC", "QAT-ONLY", "DESCRIPTION"], rows)
+    table = render_table(
+        ["ANNOTATOR", "STATIC", "DYNAMIC", "QAT-ONLY", "FROM", "DESCRIPTION"], rows
+    )
     return f"{header}\n{table}\n"
 
 
