@@ -118,6 +118,12 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(
             "PLUGIN = BackendPlugin(name='odd', backend_config='qodd_build_without_colon')",
             r"failed to build its BackendConfig: ValueError: factory reference .* 'module:attribute'",
         ),
+        (
+            GOOD_BACKEND.replace('"tiny"', '"odd"').replace(
+                ".add_dtype_config(dtype)", ".set_dtype_configs([{'input_dtype': 1}])"
+            ),
+            r"pattern config #0 \(<class 'torch.nn.modules.activation.ReLU'>\) is malformed",
+        ),
     ],
     ids=[
         "not-a-descriptor",
@@ -128,6 +134,7 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(
         "factory-raises",
         "reference-missing",
         "reference-malformed",
+        "dtype-config-not-a-DTypeConfig",
     ],
 )
 def test_bad_plugins_are_reported_with_distribution_and_reason(

@@ -73,12 +73,24 @@ def _extension_items(
         ) from exc
 
 
+def _key(pattern_config: Any, culprit: str, index: int) -> str:
+    """The pattern a config claims; a config torch cannot even describe names its source."""
+    from qcore.patterns import pattern_key
+
+    try:
+        return repr(pattern_key(pattern_config))
+    except Exception as exc:
+        raise PluginError(
+            f"{culprit}: pattern config #{index} ({getattr(pattern_config, 'pattern', None)!r}) "
+            f"is malformed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def get_backend_config(name: str) -> BackendConfig:
     """The FX-mode ``BackendConfig`` of backend ``name``, with its installed extensions."""
     from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
     from qcore._torch_private import ensure_backend_config_utils
-    from qcore.patterns import pattern_key
 
     # torch's BackendConfig needs a submodule that only an earlier import loads; every
     # plugin, ours or a third party's, must work in a fresh interpreter regardless.
@@ -86,15 +98,19 @@ def get_backend_config(name: str) -> BackendConfig:
     plugin = REGISTRY.load("backend", name)
     config = _build("backend", name, "BackendConfig", plugin.backend_config, BackendConfig)
     owner = REGISTRY.distribution("backend", name)
-    claimed = {repr(pattern_key(c)): owner for c in config.configs}
+    claimed = {
+        _key(c, f"backend plugin '{name}' ({owner})", i): owner
+        for i, c in enumerate(config.configs)
+    }
     for ext_dist, ext in REGISTRY.extensions("backend-extension", name):
-        for pattern_config in _extension_items(ext_dist, ext, ext.patterns):
+        culprit = f"backend extension '{ext.name}' ({ext_dist}) for '{name}'"
+        for index, pattern_config in enumerate(_extension_items(ext_dist, ext, ext.patterns)):
             if not isinstance(pattern_config, BackendPatternConfig):
                 raise PluginError(
-                    f"backend extension '{ext.name}' ({ext_dist}) for '{name}' gave a "
-                    f"{type(pattern_config).__name__}, expected a BackendPatternConfig"
+                    f"{culprit} gave a {type(pattern_config).__name__}, "
+                    "expected a BackendPatternConfig"
                 )
-            key = repr(pattern_key(pattern_config))
+            key = _key(pattern_config, culprit, index)
             if key in claimed:
                 raise PluginConflictError(
                     f"backend extension '{ext.name}' ({ext_dist}) adds pattern {key} to "

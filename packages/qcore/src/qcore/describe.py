@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
 from qcore.plugins import REGISTRY
 from qcore.tables import render_table
 
-_OPERATOR_NAMES = {getattr(operator, n): f"operator.{n}" for n in ("add", "mul", "sub", "truediv")}
 # torch's conventional aliases, so that nn.Conv2d and its QAT twin read differently.
 _MODULE_ALIASES = (
     ("torch.ao.nn.intrinsic.qat", "nniqat."),
@@ -30,10 +28,10 @@ def op_name(op: Any) -> str:
     """A short, unambiguous name for a pattern element (module class, function, method)."""
     if isinstance(op, str):
         return f"'{op}'"  # a Tensor method, as torch's patterns spell them
-    if op in _OPERATOR_NAMES:
-        return _OPERATOR_NAMES[op]
     module = getattr(op, "__module__", "") or ""
     name = getattr(op, "__name__", None) or repr(op)
+    if module in ("_operator", "operator"):
+        return f"operator.{name}"
     if name == "MatchAllNode":
         return "*"
     if module.startswith("torch.nn.functional"):
