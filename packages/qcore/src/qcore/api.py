@@ -98,10 +98,14 @@ def get_backend_config(name: str) -> BackendConfig:
     plugin = REGISTRY.load("backend", name)
     config = _build("backend", name, "BackendConfig", plugin.backend_config, BackendConfig)
     owner = REGISTRY.distribution("backend", name)
-    claimed = {
-        _key(c, f"backend plugin '{name}' ({owner})", i): owner
-        for i, c in enumerate(config.configs)
-    }
+    try:
+        claimed = {
+            _key(c, f"backend plugin '{name}' ({owner})", i): owner
+            for i, c in enumerate(config.configs)
+        }
+    except PluginError as error:
+        REGISTRY.record_failure("backend", name, error)
+        raise
     for ext_dist, ext in REGISTRY.extensions("backend-extension", name):
         culprit = f"backend extension '{ext.name}' ({ext_dist}) for '{name}'"
         for index, pattern_config in enumerate(_extension_items(ext_dist, ext, ext.patterns)):
