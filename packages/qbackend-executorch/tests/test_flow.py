@@ -1,0 +1,140 @@
+"""End-to-end FX flow (reference representation) on the model zoo with ExecuTorch's config.
+
+* under torch's mapping (``get_default_qconfig_mapping("qnnpack")``, quint8) on every
+  model, and under this package's (qint8 symmetric) on the real models,
+  ``qcore.get_backend_config("executorch")`` gives outputs bit-identical to torch's own
+  ``get_executorch_backend_config()``;
+* with this package's mapping every model scores at least 30 dB SQNR against float.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from executorch_flow import ptq, quantize_nodes, run, torch_executorch_config
+from torch import nn
+from torch.ao.quantization import (
+    default_dynamic_qconfig,
+    float16_dynamic_qconfig,
+    get_default_qconfig_mapping,
+)
+from torch.ao.quantization.backend_config import BackendConfig
+from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_qat_fx
+
+import qcore
+from qcore.testing.models import ModelCase, all_cases, case, sqnr
+
+CASES = all_cases()
+# torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
+# needs the weight-only qconfig): these models legitimately stay in float
+FLOAT_ONLY = {c.name for c in CASES if c.name.startswith(("conv1d", "conv3d"))} | {
+    "conv_transpose2d"
+}
+MIN_SQNR_DB = 30.0
+
+
+@pytest.fixture(scope="module")
+def configs() -> tuple[BackendConfig, BackendConfig]:
+    return qcore.get_backend_config("executorch"), torch_executorch_config()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_torch_mapping_is_bit_identical_across_configs(
+    case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
+) -> None:
+    ours, reference = configs
+    mapping = get_default_qconfig_mapping("qnnpack")
+    assert torch.equal(
+        run(ptq(case, mapping, ours), case), run(ptq(case, mapping, reference), case)
+    )
+
+
+@pytest.mark.parametrize(
+    "name", ["resnet", "mobilenet", "transformer", "functional", "share_qparams"]
+)
+def test_our_mapping_is_bit_identical_across_configs(
+    name: str, configs: tuple[BackendConfig, BackendConfig]
+) -> None:
+    ours, reference = configs
+    model_case, mapping = case(name), qcore.get_qconfig_mapping("executorch")
+    out = run(ptq(model_case, mapping, ours), model_case)
+    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_our_mapping_sqnr(case: ModelCase, configs: tuple[BackendConfig, BackendConfig]) -> None:
+    mapping = qcore.get_qconfig_mapping("executorch")
+    converted = ptq(case, mapping, configs[0])
+    out = run(converted, case)
+    if case.name not in FLOAT_ONLY and not case.name.startswith("embedding"):
+        assert quantize_nodes(converted) > 0, f"{case.name}: nothing was quantized"
+    score = sqnr(run(case.model(), case), out)
+    assert score >= MIN_SQNR_DB, f"{case.name}: SQNR {score:.1f} dB"
+
+
+def test_embeddings_are_weight_only_quantized(configs: tuple[BackendConfig, BackendConfig]) -> None:
+    for name in ("embedding", "embedding_bag"):
+        converted = ptq(case(name), qcore.get_qconfig_mapping("executorch"), configs[0])
+        assert converted.embedding.weight_dtype == torch.quint8
+
+
+@pytest.mark.parametrize(
+    ("kind", "qconfig", "marker"),
+    [
+        ("dynamic", default_dynamic_qconfig, "quantize_per_tensor_dynamic"),
+        ("fp16", float16_dynamic_qconfig, "float16"),
+    ],
+)
+@pytest.mark.parametrize("name", ["linear", "transformer"])
+def test_dynamic_linear(
+    name: str, kind: str, qconfig: object, marker: str, configs: tuple[BackendConfig, BackendConfig]
+) -> None:
+    model_case = case(name)
+    mapping = qcore.get_qconfig_mapping("executorch").set_object_type(nn.Linear, qconfig)  # type: ignore[arg-type]
+    ours, reference = configs
+    converted = ptq(model_case, mapping, ours)
+    assert marker in converted.code, f"{kind} linear was not applied"
+    out = run(converted, model_case)
+    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
+    assert sqnr(run(model_case.model(), model_case), out) >= MIN_SQNR_DB
+
+
+QAT_CASES = [
+    "resnet",
+    "mobilenet",
+    "transformer",
+    "conv2d_bn_relu",
+    "conv_bn_torch_add_relu_right",
+    "linear_tanh",
+    "add_tensor_relu_module",
+    "conv2d_relu6",
+    "share_qparams",
+    "embedding_bag",
+]
+
+
+@pytest.mark.parametrize("name", QAT_CASES)
+def test_qat_flow(name: str) -> None:
+    """prepare_qat_fx, a few SGD steps towards the float outputs, reference convert."""
+    model_case = case(name)
+    float_model = model_case.model()
+    config = qcore.get_backend_config("executorch")
+    mapping = qcore.get_qconfig_mapping("executorch", is_qat=True)
+    prepared = prepare_qat_fx(
+        copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
+    )
+    prepared.apply(torch.ao.nn.intrinsic.qat.freeze_bn_stats)
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
+    for batch in model_case.calibration_batches():
+        with torch.no_grad():
+            target = float_model(*batch)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(prepared(*batch), target).backward()
+        optimizer.step()
+    prepared.eval()
+    simulated = run(prepared, model_case)
+    out = run(convert_to_reference_fx(prepared, backend_config=config), model_case)
+    assert sqnr(simulated, out) >= 25, "the converted model departs from its QAT simulation"
+    assert sqnr(run(float_model, model_case), out) >= MIN_SQNR_DB
