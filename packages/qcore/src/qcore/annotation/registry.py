@@ -21,6 +21,7 @@ from qcore.errors import PluginConflictError
 
 if TYPE_CHECKING:
     from torch.fx import GraphModule, Node
+    from torch.nn import Module
     from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
 #: ``fn(graph_module, config, filter_fn)``: annotate matching nodes that pass ``filter_fn``
@@ -32,6 +33,9 @@ AnnotateFn = Callable[
 #: ``why_not(node, config)``: the reason the annotator declines a node it would match, or
 #: None. Feeds the "why was this not quantized" report.
 WhyNotFn = Callable[["Node", "QuantizationConfig"], "str | None"]
+
+#: ``example()`` returns ``(model, example_inputs)`` containing the annotator's pattern.
+ExampleFn = Callable[[], "tuple[Module, tuple[Any, ...]]"]
 
 #: Namespaces shipped with qcore, imported on first lookup.
 _BUILTIN_NAMESPACES = {"common": "qcore.annotation.common"}
@@ -47,6 +51,9 @@ class Annotator:
     ``ops``: the op overloads (or overload packets) it quantizes, used to scope
     ``set_operator_type`` and to tell "no annotator for this op" in reports.
     ``opt_in``: registered but run only when the quantizer enables it by name.
+    ``why_not``: explains a declined match to the not-quantized report.
+    ``example``: a small model and inputs holding the pattern, for the conformance kit
+    (needed only when neither the name nor a one-op call of ``ops`` gives one).
     """
 
     name: str
@@ -58,6 +65,7 @@ class Annotator:
     ops: frozenset[Any] = field(default_factory=frozenset)
     opt_in: bool = False
     why_not: WhyNotFn | None = None
+    example: ExampleFn | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").isalnum():
