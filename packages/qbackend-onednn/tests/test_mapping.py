@@ -178,3 +178,26 @@ def test_qat_flow(name: str) -> None:
     out = run(convert_fx(prepared, backend_config=config), model_case)
     assert sqnr(simulated, out) >= 30, "the converted model departs from its QAT simulation"
     assert sqnr(run(float_model, model_case), out) >= 30
+
+
+class _LinearFunctionalTanh(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.linear(x))
+
+
+def test_functional_tanh_fuses_into_linear_tanh_too() -> None:
+    """The fuser builds an nn.Tanh for torch.tanh: alignment must not need Tanh modules."""
+    model, example = _LinearFunctionalTanh().eval(), (torch.randn(4, 16),)
+    config = qcore.get_backend_config("onednn")
+    with pytest.raises(LookupError, match="LinearTanh"):
+        prepare_fx(model, get_default_qconfig_mapping("onednn"), example, backend_config=config)
+    prepared = prepare_fx(
+        model, qcore.get_qconfig_mapping("onednn", model=model), example, backend_config=config
+    )
+    prepared(*example)
+    converted = convert_fx(prepared, backend_config=config)
+    assert sqnr(model(*example), converted(*example)) >= 30

@@ -121,7 +121,9 @@ def _align_fused_module_types(
     by_type = mapping.object_type_qconfigs
     intended: dict[type[nn.Module], QConfigAny] = {}
     for root, *members in fused_module_type_chains(backend_config):
-        if present is not None and not (root in present and present.issuperset(members)):
+        # members may be absent as modules and still appear in the fused module: the
+        # fuser builds an nn.Tanh for a torch.tanh call, so only the root decides
+        if present is not None and root not in present:
             continue
         root_qconfig = by_type.get(root)
         for member in members:
