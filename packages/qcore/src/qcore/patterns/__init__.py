@@ -4,7 +4,8 @@ A backend is a list of rows: op families (``conv_configs``, ``binary_op_configs`
 for the standard groups, ``fusion(shape, ...)`` for fused patterns, ``pattern_config``
 for anything else, and ``assemble(name, ...)`` to make the ``BackendConfig``. Fusion
 shapes (:class:`Chain`, :class:`BinaryRoot`) derive the fuser method and the root-node
-and extra-input getters, so no backend writes those functions by hand.
+and extra-input getters, so no backend writes those functions by hand. A derived fuser
+that cannot build a fusion exactly raises :class:`UnfusablePattern`.
 """
 
 from qcore.patterns.families import (
@@ -32,6 +33,12 @@ from qcore.patterns.ops import (
     RELU_FORMS,
     SHARE_QPARAMS_OPS,
 )
+from qcore.patterns.postops import (
+    EXACT_MODULE_FORMS,
+    PARAMETERIZED_FORMS,
+    UnfusablePattern,
+    post_op_module,
+)
 from qcore.patterns.rows import (
     WEIGHT_1_BIAS_2,
     Op,
@@ -47,8 +54,10 @@ from qcore.patterns.shapes import BinaryRoot, Chain, Shape, chain, fusion, make_
 __all__ = [
     "BINARY_OP_OBSERVATION",
     "DEFAULT_OPS",
+    "EXACT_MODULE_FORMS",
     "FIXED_QPARAMS_OPS",
     "NORM_FUNCTIONALS",
+    "PARAMETERIZED_FORMS",
     "RELU_FORMS",
     "SHARE_QPARAMS_OPS",
     "WEIGHT_1_BIAS_2",
@@ -58,6 +67,7 @@ __all__ = [
     "Op",
     "Pattern",
     "Shape",
+    "UnfusablePattern",
     "assemble",
     "binary_op_configs",
     "bn_configs",
@@ -75,6 +85,7 @@ __all__ = [
     "make_fuser",
     "pattern_config",
     "pattern_key",
+    "post_op_module",
     "qat_pair",
     "rnn_configs",
     "rows",

@@ -8,7 +8,9 @@ the free input and the activation sit in the pattern. A shape records those posi
 :func:`fusion` turns it into a ``BackendPatternConfig``.
 
 Fusers built here always produce ``into(root, *other_ops)`` with batch norm folded into
-the root in eval mode, or ``qat_into(root, bn, *other_ops)`` when fusing for QAT.
+the root in eval mode, or ``qat_into(root, bn, *other_ops)`` when fusing for QAT. A
+post-op torch passes as a function (``torch.tanh``) becomes its exact module form, or the
+fuser refuses with :class:`~qcore.patterns.UnfusablePattern` (see ``postops``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from torch.ao.quantization.backend_config import BackendPatternConfig, DTypeConf
 from torch.ao.quantization.utils import MatchAllNode
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
+from qcore.patterns.postops import post_op_module
 from qcore.patterns.rows import ModuleType, Op, describe, pattern_config
 
 Path = tuple[int, ...]
@@ -69,8 +72,8 @@ class Chain:
             nested = (op, nested)
         return nested
 
-    def roles(self, matched: Sequence[Any]) -> tuple[Any, Any, list[Any]]:
-        """(root, bn or None, other ops in forward order) from a fuser's arguments."""
+    def roles(self, matched: Sequence[Any]) -> tuple[Any, Any, list[Any], list[Any]]:
+        """(root, bn or None, [], post ops in forward order) from a fuser's arguments."""
         flat = list(matched)
         if self.complex:  # matched is (last, (..., (second, first)))
             flat = []
@@ -80,7 +83,7 @@ class Chain:
                 node = node[1]
             flat.insert(0, node)
         has_bn = self.bn is not None
-        return flat[0], flat[1] if has_bn else None, flat[1 + has_bn :]
+        return flat[0], flat[1] if has_bn else None, [], flat[1 + has_bn :]
 
 
 @dataclass(frozen=True)
@@ -127,14 +130,16 @@ class BinaryRoot:
     def extra_path(self) -> Path:
         return self._binary_path + ((2,) if self.side == "left" else (1,))
 
-    def roles(self, matched: Sequence[Any]) -> tuple[Any, Any, list[Any]]:
-        """(root, bn or None, [binary op, post]) from a fuser's nested arguments."""
+    def roles(self, matched: Sequence[Any]) -> tuple[Any, Any, list[Any], list[Any]]:
+        """(root, bn or None, [binary op], [post] or []) from a fuser's nested arguments.
+
+        The binary op stays the function torch passes: fused modules such as
+        ``ConvAdd2d`` take it as one."""
         tree = tuple(matched)
         bn = _at(tree, (*self.root_path[:-1], 0)) if self.bn is not None else None
-        others = [_at(tree, (*self._binary_path, 0))]
-        if self.post is not None:
-            others.append(tree[0])
-        return _at(tree, self.root_path), bn, others
+        binary = [_at(tree, (*self._binary_path, 0))]
+        post = [tree[0]] if self.post is not None else []
+        return _at(tree, self.root_path), bn, binary, post
 
 
 Shape = Chain | BinaryRoot
@@ -173,10 +178,13 @@ def make_fuser(
     name = describe(shape.pattern)
 
     def fuser(is_qat: bool, *matched: Any) -> nn.Module:
-        root, bn, others = shape.roles(matched)
-        modules = [m for m in (root, bn, *others) if isinstance(m, nn.Module)]
+        root, bn, binary, post = shape.roles(matched)
+        modules = [m for m in (root, bn, *post) if isinstance(m, nn.Module)]
         if len({m.training for m in modules}) > 1:
             raise ValueError(f"fusing {name}: modules mix train and eval mode: {modules}")
+        # torch hands over functional post-ops as functions; fused modules take modules
+        post = [post_op_module(op, training=root.training, pattern=name) for op in post]
+        others = [*binary, *post]
         if bn is not None:
             if is_qat:
                 if qat_into is None:

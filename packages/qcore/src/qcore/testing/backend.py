@@ -8,7 +8,10 @@ For a backend plugin, loaded through its entry point as users load it:
 * ``prepare-convert``: a model synthesized from every pattern goes through
   ``prepare_fx``, calibration and conversion, and gives finite outputs of the float shape.
 
-One CheckResult per pattern and check, so a report names each pattern that fails.
+One CheckResult per pattern and check, so a report names each pattern that fails. A
+fuser that raises :class:`~qcore.patterns.UnfusablePattern` declines a fusion it cannot
+build exactly (a declared limitation with a fix in its message): both dynamic checks
+report it as ok with the detail ``declined: <message>``. Any other exception fails.
 """
 
 from __future__ import annotations
@@ -130,6 +133,10 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _declined(exc: BaseException) -> str:
+    return f"declined: {str(exc).strip()}"
+
+
 @contextmanager
 def _quiet() -> Iterator[None]:
     """torch.ao warns about its own deprecation on every call; the results say what matters."""
@@ -211,6 +218,7 @@ def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) ->
     checked when the backend declares a QAT module for that fused module. PTQ fusion may
     fold further (conv+bn into conv) but must give a module the backend quantizes."""
     from qcore.describe import op_name
+    from qcore.patterns import UnfusablePattern
     from qcore.testing.patterns import pattern_tree, raw_pattern
     from qcore.testing.synth import NotSynthesizableError
 
@@ -230,6 +238,8 @@ def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) ->
             fused = fuser(is_qat, *_fuser_arguments(tree, complex_format, train=is_qat))
         except NotSynthesizableError as exc:
             return False, f"cannot build the fuser's input modules: {exc}"
+        except UnfusablePattern as exc:
+            return True, _declined(exc)
         except Exception as exc:  # noqa: BLE001 - the fuser's failure is the finding
             return False, f"{mode} fusion raised {_one_line(exc)}"
         got = type(fused)
@@ -296,6 +306,7 @@ def _check_prepare_convert(
     import torch
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
 
+    from qcore.patterns import UnfusablePattern
     from qcore.testing.patterns import pattern_tree
     from qcore.testing.synth import NotSynthesizableError, synthesize
 
@@ -327,6 +338,8 @@ def _check_prepare_convert(
             converted = converter(prepared, backend_config=config)
             stage = "running the converted model"
             actual = _flatten(converted(*inputs()))
+    except UnfusablePattern as exc:
+        return True, _declined(exc)
     except Exception as exc:  # noqa: BLE001 - the failure is the finding
         return False, f"{stage} raised {_one_line(exc)}"
     if len(actual) != len(expected):
