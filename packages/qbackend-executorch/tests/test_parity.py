@@ -11,6 +11,7 @@ from torch.ao.quantization.backend_config import get_executorch_backend_config
 
 import qcore
 from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.fusion import fusion_failures
 from qcore.testing.parity import compare_backend_configs
 
 
@@ -27,6 +28,14 @@ def test_identical_to_torch_executorch_config(monkeypatch: pytest.MonkeyPatch) -
     assert compare_backend_configs(ours, reference) == []
     assert ours.name == "executorch"
     assert len(ours.configs) == len(reference.configs) == 84
+
+
+def test_no_fusion_needs_an_upstream_fuser_bug_exemption(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unlike oneDNN's Linear -> tanh / leaky_relu, every fusion of torch's ExecuTorch
+    config runs in torch's own fuse pass, so parity above compares every fuser as is."""
+    _without_extensions(monkeypatch)
+    assert fusion_failures(get_executorch_backend_config()) == {}
+    assert fusion_failures(qcore.get_backend_config("executorch")) == {}
 
 
 def test_builds_in_a_fresh_interpreter() -> None:

@@ -189,6 +189,56 @@ def test_a_fuser_that_raises_fails(install_backend: InstallBackend) -> None:
     assert not run.ok and run.detail.startswith("prepare_fx raised RuntimeError: fuser exploded")
 
 
+def test_a_fuser_that_declines_is_a_declared_limitation(install_backend: InstallBackend) -> None:
+    """UnfusablePattern: the fuser refuses on purpose, with the fix in its message."""
+    install_backend(
+        "decliningfuser",
+        """
+        from qcore.patterns import UnfusablePattern
+
+        def build():
+            def decline(is_qat, conv, relu):
+                raise UnfusablePattern("pattern (nn.Conv2d, nn.ReLU): use nn.Foo instead")
+            return (
+                BackendConfig("declining")
+                .set_backend_pattern_config(conv_relu(decline))
+                .set_backend_pattern_config(conv_relu_fused())
+            )
+        """,
+    )
+    results = assert_conformant("backend", "decliningfuser")
+    expected = "declined: pattern (nn.Conv2d, nn.ReLU): use nn.Foo instead"
+    for check in ("fuser-method", "prepare-convert"):
+        result = _only(results, check, "Conv2d → ReLU")
+        assert result.ok and result.detail == expected
+
+
+def test_a_fuser_that_asserts_fails(install_backend: InstallBackend) -> None:
+    """An AssertionError (torch's fused modules reject a function so) is a crash."""
+    install_backend(
+        "assertingfuser",
+        """
+        def build():
+            def crash(is_qat, conv, relu):
+                raise AssertionError("Incorrect types for input modules")
+            return (
+                BackendConfig("asserting")
+                .set_backend_pattern_config(conv_relu(crash))
+                .set_backend_pattern_config(conv_relu_fused())
+            )
+        """,
+    )
+    results = check_backend("assertingfuser")
+    fuser = _only(results, "fuser-method", "Conv2d → ReLU")
+    assert not fuser.ok
+    assert fuser.detail == "ptq fusion raised AssertionError: Incorrect types for input modules"
+    run = _only(results, "prepare-convert", "Conv2d → ReLU")
+    assert not run.ok
+    assert run.detail == "prepare_fx raised AssertionError: Incorrect types for input modules"
+    with pytest.raises(AssertionError, match="fuser-method Conv2d → ReLU: ptq fusion raised"):
+        assert_conformant("backend", "assertingfuser")
+
+
 @pytest.mark.parametrize(
     ("declaration", "subject", "complaint"),
     [

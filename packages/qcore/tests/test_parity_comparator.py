@@ -181,3 +181,49 @@ def test_reports_order(reference: BackendConfig) -> None:
     assert compare_backend_configs(swapped, reference) == [
         "order: shared pattern #0 is nnqat.Conv1d in ours, nn.Conv1d in reference"
     ]
+
+
+# upstream_fuser_bugs: a narrow, self-checking exemption ---------------------------------
+
+LINEAR_TANH = (torch.tanh, nn.Linear)
+
+
+def _working_tanh_fuser(is_qat: bool, linear: nn.Module, tanh: Any) -> nn.Module:
+    return nni.LinearTanh(linear, nn.Tanh().train(linear.training))  # type: ignore[no-untyped-call]
+
+
+def test_a_listed_upstream_fuser_bug_exempts_the_reference_crash(reference: BackendConfig) -> None:
+    diffs = _one(reference, LINEAR_TANH, lambda c: c.set_fuser_method(_working_tanh_fuser))
+    assert diffs == [
+        "(torch.tanh, nn.Linear): fuser_method(is_qat=False): ours gives LinearTanh "
+        "['Linear', 'Tanh'], reference raises AssertionError"
+    ]
+    def edit(configs: dict[Any, BackendPatternConfig]) -> None:
+        configs[LINEAR_TANH].set_fuser_method(_working_tanh_fuser)
+
+    fixed = _copy(reference, edit)
+    assert compare_backend_configs(fixed, reference, upstream_fuser_bugs={LINEAR_TANH}) == []
+
+
+def test_a_listed_bug_hides_no_other_fuser_difference(reference: BackendConfig) -> None:
+    def sequential(is_qat: bool, linear: nn.Module, relu: nn.Module) -> nn.Module:
+        return nn.Sequential(linear, relu)
+
+    def edit(configs: dict[Any, BackendPatternConfig]) -> None:
+        configs[LINEAR_TANH].set_fuser_method(_working_tanh_fuser)
+        configs[(nn.ReLU, nn.Linear)].set_fuser_method(sequential)
+
+    ours = _copy(reference, edit)
+    assert compare_backend_configs(ours, reference, upstream_fuser_bugs={LINEAR_TANH}) == [
+        "(nn.ReLU, nn.Linear): fuser_method(is_qat=False): ours gives Sequential "
+        "['Linear', 'ReLU'], reference LinearReLU ['Linear', 'ReLU']"
+    ]
+
+
+def test_stale_upstream_fuser_bug_entries_are_reported(reference: BackendConfig) -> None:
+    identical = _copy(reference, lambda c: None)
+    listed = [(nn.ReLU, nn.Linear), (torch.sigmoid, nn.Linear)]
+    assert compare_backend_configs(identical, reference, upstream_fuser_bugs=listed) == [
+        "(torch.sigmoid, nn.Linear): listed as an upstream fuser bug, but not in reference",
+        "(nn.ReLU, nn.Linear): listed as an upstream fuser bug, but the reference fuser runs",
+    ]
