@@ -33,6 +33,17 @@ def is_fake_tensor(value: object) -> bool:
     return isinstance(value, FakeTensor)
 
 
+def annotation_is_claimed(annotation: Any) -> bool:
+    """Whether an annotator has claimed the node (torchao's ``_annotated`` flag, the field
+    every upstream quantizer uses to keep a later annotator off an earlier one's node)."""
+    return bool(getattr(annotation, "_annotated", False))
+
+
+def claim_annotation(annotation: Any) -> None:
+    """Set torchao's ``_annotated`` flag: no later annotator may take this node."""
+    annotation._annotated = True
+
+
 # end PT2E -----------------------------------------------------------------------------
 
 # FX pattern configs (qcore.patterns) --------------------------------------------------

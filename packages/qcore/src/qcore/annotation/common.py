@@ -42,7 +42,12 @@ from torchao.quantization.pt2e.quantizer import (
 )
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore._torch_private import aten_pattern_graph, is_fake_tensor
+from qcore._torch_private import (
+    annotation_is_claimed,
+    aten_pattern_graph,
+    claim_annotation,
+    is_fake_tensor,
+)
 from qcore.annotation.registry import ANNOTATORS, Annotator
 
 Filter = Callable[[Node], bool] | None
@@ -116,7 +121,9 @@ def is_op(node: object, targets: frozenset[Any]) -> bool:
 def is_annotated(nodes: Iterable[Node | None]) -> bool:
     """Any node of a pattern already claimed by an annotator."""
     return any(
-        n is not None and Q_ANNOTATION_KEY in n.meta and n.meta[Q_ANNOTATION_KEY]._annotated
+        n is not None
+        and Q_ANNOTATION_KEY in n.meta
+        and annotation_is_claimed(n.meta[Q_ANNOTATION_KEY])
         for n in nodes
     )
 
@@ -124,7 +131,7 @@ def is_annotated(nodes: Iterable[Node | None]) -> bool:
 def mark_annotated(nodes: Iterable[Node | None]) -> None:
     for n in nodes:
         if n is not None:
-            n.meta.setdefault(Q_ANNOTATION_KEY, QuantizationAnnotation())._annotated = True
+            claim_annotation(n.meta.setdefault(Q_ANNOTATION_KEY, QuantizationAnnotation()))
 
 
 def passes(filter_fn: Filter, nodes: Iterable[Node]) -> bool:
@@ -137,9 +144,9 @@ def set_annotation(
     inputs: dict[Node, Any] | None = None,
     output: Any = None,
 ) -> None:
-    node.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(
-        input_qspec_map=inputs or {}, output_qspec=output, _annotated=True
-    )
+    annotation = QuantizationAnnotation(input_qspec_map=inputs or {}, output_qspec=output)
+    claim_annotation(annotation)
+    node.meta[Q_ANNOTATION_KEY] = annotation
 
 
 def sole_user(node: Node) -> Node | None:
@@ -425,7 +432,7 @@ def binary_annotator(ops: frozenset[Any], with_relu: bool) -> Callable[..., Part
 
 def _has_output_qparams(node: Node) -> bool:
     ann = node.meta.get(Q_ANNOTATION_KEY)
-    return ann is not None and ann._annotated and ann.output_qspec is not None
+    return ann is not None and annotation_is_claimed(ann) and ann.output_qspec is not None
 
 
 def _traces_to_qparams(node: Node) -> bool:

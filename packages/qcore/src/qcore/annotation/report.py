@@ -18,6 +18,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
+from qcore._torch_private import annotation_is_claimed
 from qcore.annotation.common import (
     ADD,
     CAT,
@@ -90,7 +91,11 @@ def _quantized(node: Node) -> bool:
     if _has_annotation(node):
         return True
     ann = node.meta.get(Q_ANNOTATION_KEY)
-    return ann is not None and ann._annotated and any(_has_annotation(u) for u in node.users)
+    return (
+        ann is not None
+        and annotation_is_claimed(ann)
+        and any(_has_annotation(u) for u in node.users)
+    )
 
 
 def _module_path(node: Node) -> str:
@@ -146,7 +151,7 @@ def _reason(quantizer: RegistryQuantizer, node: Node, gm: GraphModule) -> tuple[
         n.name
         for n in [*node.all_input_nodes, *node.users]
         if n.meta.get(Q_ANNOTATION_KEY) is not None
-        and n.meta[Q_ANNOTATION_KEY]._annotated
+        and annotation_is_claimed(n.meta[Q_ANNOTATION_KEY])
         and n.op == "call_function"
         and not _has_annotation(n)
     ]
