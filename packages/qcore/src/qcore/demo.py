@@ -121,6 +121,8 @@ def _quietly(run: Callable[[], float]) -> float:
         # torch 2.13 deprecates the quantized-tensor constructors the FX flow lowers to;
         # that is upstream's roadmap, not something a demo user can act on.
         warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+        # torch probes for NumPy, an optional dependency none of these flows needs.
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
         return run()
 
 
