@@ -114,19 +114,23 @@ FLOWS: list[tuple[str, str, Callable[[], float]]] = [
 ]
 
 
-def _quietly(run: Callable[[], float]) -> float:
+def _no_grad(run: Callable[[], float]) -> float:
     import torch
 
-    with warnings.catch_warnings(), torch.no_grad():
-        # torch 2.13 deprecates the quantized-tensor constructors the FX flow lowers to;
-        # that is upstream's roadmap, not something a demo user can act on.
-        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-        # torch probes for NumPy, an optional dependency none of these flows needs.
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    with torch.no_grad():
         return run()
 
 
 def run_demo() -> int:
+    with warnings.catch_warnings():
+        # torch 2.13 deprecates the quantized-tensor constructors the FX flow lowers to,
+        # and probes for NumPy, which none of these flows needs: nothing a user can act on.
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        return _run_demo()
+
+
+def _run_demo() -> int:
     from qcore.api import list_plugins
 
     plugins = list_plugins()
@@ -141,7 +145,7 @@ def run_demo() -> int:
     rows, failed = [], False
     for flow, name, run in FLOWS:
         try:
-            value = _quietly(run)
+            value = _no_grad(run)
         except PluginNotFoundError:
             rows.append([flow, name, "-", "not installed"])
             continue
