@@ -14,7 +14,7 @@ from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_f
 
 import qcore
 import qcore.testing
-from qcore.demo import sqnr_db
+from qcore.metrics import sqnr
 
 
 class ConvLinearSiLU(nn.Module):
@@ -65,7 +65,7 @@ def test_own_backend_quantizes_a_model_accurately(
 ) -> None:
     model, x = model_and_input
     with torch.no_grad():
-        assert sqnr_db(model(x), _fx_reference("example", model, x)(x)) >= 30
+        assert sqnr(model(x), _fx_reference("example", model, x)(x)) >= 30
 
 
 def test_onednn_extension_adds_silu_patterns_to_onednn() -> None:
@@ -87,7 +87,7 @@ def test_onednn_extension_makes_silu_run_quantized(
     converted = _fx_reference("onednn", model, x)
     assert "silu" in _quantized_ops(converted)
     with torch.no_grad():
-        assert sqnr_db(model(x), converted(x)) >= 30
+        assert sqnr(model(x), converted(x)) >= 30
 
 
 def test_disabling_the_extension_removes_it() -> None:
@@ -121,7 +121,7 @@ def test_xnnpack_extension_annotates_silu(model_and_input: tuple[nn.Module, torc
     silu_nodes = [n for n in converted.graph.nodes if n.target == torch.ops.aten.silu.default]
     assert "dequantize" in str(silu_nodes[0].args[0].target)
     with torch.no_grad():
-        assert sqnr_db(model(x), converted(x)) >= 25
+        assert sqnr(model(x), converted(x)) >= 25
 
 
 def test_xnnpack_lists_the_extension_annotator() -> None:

@@ -24,7 +24,7 @@ from torch.ao.quantization.backend_config import BackendConfig
 from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_qat_fx
 
 import qcore
-from qcore.testing.models import ModelCase, all_cases, case, sqnr
+from qcore.testing.models import ModelCase, all_cases, case, sqnr, train_toward_float
 
 CASES = all_cases()
 # torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
@@ -125,14 +125,7 @@ def test_qat_flow(name: str) -> None:
     prepared = prepare_qat_fx(
         copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
     )
-    prepared.apply(torch.ao.nn.intrinsic.qat.freeze_bn_stats)
-    optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
-    for batch in model_case.calibration_batches():
-        with torch.no_grad():
-            target = float_model(*batch)
-        optimizer.zero_grad()
-        torch.nn.functional.mse_loss(prepared(*batch), target).backward()
-        optimizer.step()
+    train_toward_float(prepared, float_model, model_case.calibration_batches())
     prepared.eval()
     simulated = run(prepared, model_case)
     out = run(convert_to_reference_fx(prepared, backend_config=config), model_case)

@@ -9,7 +9,6 @@ Ours fuses it exactly as the module form ``nn.Tanh`` fuses, and declines
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +23,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 from torch.fx import GraphModule
 
 import qcore
+from qcore.metrics import sqnr
 from qcore.patterns import UnfusablePattern
 
 IN, OUT = 32, 16
@@ -80,10 +80,6 @@ def _ptq(model: nn.Module, config: BackendConfig) -> GraphModule:
     return convert_fx(prepared, backend_config=config)
 
 
-def _sqnr(reference: Tensor, actual: Tensor) -> float:
-    return 10 * math.log10(reference.pow(2).mean().item() / (reference - actual).pow(2).mean().item())
-
-
 def _run(model: nn.Module) -> Tensor:
     with torch.no_grad():
         out: Tensor = model(HELD_OUT)
@@ -95,7 +91,7 @@ def test_functional_tanh_quantizes_like_the_module_form() -> None:
     converted = _ptq(model, qcore.get_backend_config("onednn"))
     assert isinstance(converted.fc, nniq.LinearTanh)  # fused and quantized as one kernel
     out = _run(converted)
-    assert _sqnr(_run(model), out) >= 30
+    assert sqnr(_run(model), out) >= 30
 
     module_form = _Post(nn.Tanh()).eval()
     assert torch.equal(module_form.fc.weight, model.fc.weight)
@@ -135,7 +131,7 @@ def test_functional_tanh_qat_flow_runs_like_the_module_form() -> None:
     # a sanity bound, not the PTQ target: 8 steps leave the moving-average observers
     # unsettled (29.7 dB here, ~33 dB after 64 steps; the module form under torch's
     # config gives the identical result, checked above)
-    assert _sqnr(_run(trained), _run(converted)) >= 25
+    assert sqnr(_run(trained), _run(converted)) >= 25
 
 
 def test_functional_leaky_relu_is_declined_with_the_fix() -> None:
@@ -154,4 +150,4 @@ def test_the_suggested_module_form_of_leaky_relu_runs() -> None:
     converted = _ptq(model, qcore.get_backend_config("onednn"))
     assert isinstance(converted.fc, nniq.LinearLeakyReLU)
     assert converted.fc.negative_slope == pytest.approx(0.2)
-    assert _sqnr(_run(model), _run(converted)) >= 30
+    assert sqnr(_run(model), _run(converted)) >= 30

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from qcore import metrics
+
 
 class ResNetish(nn.Module):
     """conv-bn-relu stem, two residual blocks sharing one ReLU module, pooling head."""
@@ -238,5 +240,4 @@ def quantize_with(
 
 
 def sqnr(quantized: torch.Tensor, reference: torch.Tensor) -> float:
-    noise = (reference - quantized).pow(2).mean()
-    return float(10 * torch.log10(reference.pow(2).mean() / noise.clamp_min(1e-30)))
+    return metrics.sqnr(reference, quantized)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from qcore.errors import PluginNotFoundError
+from qcore.metrics import sqnr
 from qcore.tables import render_table
 
 if TYPE_CHECKING:
@@ -19,16 +20,6 @@ if TYPE_CHECKING:
     from torch import nn
 
 MIN_SQNR_DB = 25.0
-
-
-def sqnr_db(reference: torch.Tensor, actual: torch.Tensor) -> float:
-    """Signal-to-quantization-noise ratio of ``actual`` against ``reference``, in dB."""
-    import torch
-
-    noise = torch.linalg.vector_norm(reference - actual)
-    if noise == 0:
-        return float("inf")
-    return float(20 * torch.log10(torch.linalg.vector_norm(reference) / noise))
 
 
 def _model() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -76,12 +67,12 @@ def _fx_flow(backend: str, engine: str | None) -> Callable[[], float]:
         prepared(*example)
         if engine is None:
             converted = convert_to_reference_fx(prepared, backend_config=config)
-            return sqnr_db(expected, converted(*example))
+            return sqnr(expected, converted(*example))
         previous = torch.backends.quantized.engine
         torch.backends.quantized.engine = engine
         try:
             converted = convert_fx(prepared, backend_config=config)
-            return sqnr_db(expected, converted(*example))
+            return sqnr(expected, converted(*example))
         finally:
             torch.backends.quantized.engine = previous
 
@@ -102,7 +93,7 @@ def _pt2e_flow(quantizer_name: str) -> Callable[[], float]:
         prepared = prepare_pt2e(exported, quantizer)
         prepared(*example)
         converted = convert_pt2e(prepared)
-        return sqnr_db(expected, converted(*example))
+        return sqnr(expected, converted(*example))
 
     return run
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+from qcore.metrics import sqnr
 from qcore.testing.result import CheckResult
 
 if TYPE_CHECKING:
@@ -271,14 +272,6 @@ def _flatten(value: Any) -> list[Tensor]:
     return []
 
 
-def _sqnr(reference: Tensor, actual: Tensor) -> float:
-    noise = (reference - actual).float().pow(2).mean().item()
-    signal = reference.float().pow(2).mean().item()
-    if noise == 0:
-        return math.inf
-    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
-
-
 def _is_quantized(graph_module: nn.Module) -> bool:
     """Whether conversion left any quantize op or quantized module: a pattern can run and
     still stay float when the mapping's qconfig does not fit its dtype configs."""
@@ -349,12 +342,12 @@ def _check_prepare_convert(
             return False, f"output shape {tuple(a.shape)}, float gives {tuple(e.shape)}"
         if a.is_floating_point() and not bool(torch.isfinite(a).all()):
             return False, "non-finite outputs"
-    sqnr = min(
-        (_sqnr(e, a) for a, e in zip(actual, expected, strict=True) if e.is_floating_point()),
+    worst = min(
+        (sqnr(e, a) for a, e in zip(actual, expected, strict=True) if e.is_floating_point()),
         default=math.inf,
     )
     state = "quantized" if _is_quantized(converted) else "left in float by the mapping"
-    return True, f"{state}, SQNR {sqnr:.1f} dB"
+    return True, f"{state}, SQNR {worst:.1f} dB"
 
 
 def coverage(results: Sequence[CheckResult]) -> str:

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from qcore.metrics import sqnr
+
 Inputs = tuple[Tensor, ...]
 
 __all__ = [
@@ -38,18 +40,6 @@ __all__ = [
     "real_cases",
     "sqnr",
 ]
-
-
-def sqnr(reference: Tensor, output: Tensor) -> float:
-    """Signal-to-quantization-noise ratio in dB: ``20 log10(||ref|| / ||ref - out||)``.
-
-    Identical tensors give ``inf``.
-    """
-    reference = reference.detach().float()
-    noise = (reference - output.detach().float()).norm()
-    if noise == 0:
-        return float("inf")
-    return float(20 * torch.log10(reference.norm() / noise))
 
 
 @dataclass(frozen=True)
@@ -87,6 +77,24 @@ class ModelCase:
         not the clipping of values that a small calibration set happened not to reach.
         """
         return [self.inputs(batch) for batch in range(count)]
+
+
+def train_toward_float(
+    prepared: nn.Module, float_model: nn.Module, batches: Iterable[Inputs], lr: float = 1e-3
+) -> None:
+    """A few FX QAT steps as the flow tests take them: batch-norm statistics frozen
+    (they were calibrated already), SGD on the MSE to the float model's outputs."""
+    from torch.ao.nn.intrinsic.qat import freeze_bn_stats
+
+    prepared.apply(freeze_bn_stats)
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=lr)
+    for batch in batches:
+        with torch.no_grad():
+            target = float_model(*batch)
+        optimizer.zero_grad()
+        loss: Tensor = F.mse_loss(prepared(*batch), target)
+        torch.autograd.backward(loss)
+        optimizer.step()
 
 
 def _randomize_batch_norms(module: nn.Module) -> None:
