@@ -5,20 +5,29 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 
 from qcore.errors import PluginError
 from qcore.plugins import REGISTRY, foreign_qcore_reason
 from qcore.tables import render_table
 
-# Loggers that print import-time noise on a CPU machine (torchao's CUDA-only extension
-# libraries, torch's pytree deprecation notice): not errors, so not in our output.
+# Upstream notices nobody running this command can act on: torchao's loader messages for
+# CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
+# RNN weights, torch's probe for the optional NumPy, the deprecation of quantized tensors.
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+_NOISY_WARNINGS = (
+    r".*were assigned during export",
+    r"Failed to initialize NumPy",
+    r".*quantized tensor creation functions",
+)
 
 
-def _quiet_import_noise() -> None:
+def _quiet_upstream_noise() -> None:
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    for message in _NOISY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
 
 
 def _cmd_list(_: argparse.Namespace) -> int:
@@ -119,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _quiet_import_noise()
+    _quiet_upstream_noise()
     try:
         code: int = args.func(args)
     except PluginError as exc:

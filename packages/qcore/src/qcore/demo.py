@@ -7,7 +7,6 @@ installed is reported as such, a flow that fails or loses accuracy fails the dem
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -113,15 +112,6 @@ def _no_grad(run: Callable[[], float]) -> float:
 
 
 def run_demo() -> int:
-    with warnings.catch_warnings():
-        # torch 2.13 deprecates the quantized-tensor constructors the FX flow lowers to,
-        # and probes for NumPy, which none of these flows needs: nothing a user can act on.
-        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
-        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-        return _run_demo()
-
-
-def _run_demo() -> int:
     from qcore.api import list_plugins
 
     plugins = list_plugins()
