@@ -60,3 +60,20 @@ def test_unknown_name_exits_non_zero_with_one_line(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "mychip" in err and "tiny" in err
     assert main(["check", "mychip"]) == 2
+
+
+def test_show_reports_a_broken_kind_and_still_shows_the_others(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_dist(
+        "qchip",
+        {
+            "qcore.backends": {"chip": "qchip_show.plugin:PLUGIN"},
+            "qcore.lowerings": {"chip": "qchip_show_missing.plugin:LOWERING"},
+        },
+        {"qchip_show.plugin": GOOD_BACKEND.replace('"tiny"', '"chip"')},
+    )
+    assert main(["show", "chip"]) == 1
+    out = capsys.readouterr().out
+    assert "backend chip (qchip 1.0): 1 patterns" in out
+    assert "lowering chip: error:" in out and "qchip_show_missing" in out

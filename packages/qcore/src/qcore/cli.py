@@ -64,9 +64,14 @@ def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
 def _cmd_show(args: argparse.Namespace) -> int:
     from qcore.describe import DESCRIBERS
 
+    failed = False
     for kind, name in _resolve(args.name, list(DESCRIBERS)):
-        print(DESCRIBERS[kind](name))
-    return 0
+        try:
+            print(DESCRIBERS[kind](name))
+        except PluginError as exc:  # one broken kind must not hide the others
+            print(f"{kind} {name}: error: {exc}\n")
+            failed = True
+    return 1 if failed else 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
