@@ -188,7 +188,10 @@ def make_fuser(
         if bn is not None:
             if is_qat:
                 if qat_into is None:
-                    raise NotImplementedError(f"fusing {name}: no QAT fusion is declared")
+                    raise NotImplementedError(
+                        f"fusing {name}: the backend declares this fusion for inference "
+                        "only (no QAT module); quantize this model post-training instead"
+                    )
                 _check_qat_bn(root, bn)
                 return qat_into(root, bn, *others)
             root = _fold(root, bn)
