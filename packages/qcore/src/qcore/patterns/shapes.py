@@ -189,8 +189,8 @@ def make_fuser(
             if is_qat:
                 if qat_into is None:
                     raise NotImplementedError(
-                        f"fusing {name}: the backend declares this fusion for inference "
-                        "only (no QAT module); quantize this model post-training instead"
+                        f"fusing {name}: no QAT fusion is declared (the backend fuses it "
+                        "for inference only); quantize this model post-training instead"
                     )
                 _check_qat_bn(root, bn)
                 return qat_into(root, bn, *others)
