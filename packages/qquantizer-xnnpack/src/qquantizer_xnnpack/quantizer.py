@@ -8,12 +8,10 @@ from torch.fx import GraphModule
 
 from qcore.annotation.common import propagate_shared_qparams, scalars_to_attrs
 from qcore.annotation.quantizer import RegistryQuantizer
-from qquantizer_xnnpack import annotators as _annotators  # registers the namespace
+from qquantizer_xnnpack import annotators  # noqa: F401  (defines the "xnnpack" namespace)
 from qquantizer_xnnpack.config import get_symmetric_quantization_config
 
 __all__ = ["XNNPACKQuantizer", "get_symmetric_quantization_config", "make_quantizer"]
-
-assert _annotators.XNNPACK_ANNOTATORS
 
 
 class XNNPACKQuantizer(RegistryQuantizer):
