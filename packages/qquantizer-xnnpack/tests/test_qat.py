@@ -1,9 +1,19 @@
-"""QAT on a conv-bn-relu network: prepare_qat_pt2e, training steps, eval, convert.
+"""QAT on a conv-bn-relu network: prepare_qat_pt2e, training steps, eval, convert,
+within 1 dB SQNR of PTQ on the same data.
 
-The issue asks for QAT within 1 dB SQNR of PTQ on the same data; measured here it is
-5-8 dB below (about 34 vs 39.5 dB): upstream's QAT config observes activations with a
-moving-average min/max fake-quant while PTQ uses a histogram observer, and the config is
-kept identical to upstream's for parity. The test pins what holds and records the gap.
+The procedure, and why each step matters:
+
+1. The float model's batch-norm running statistics are those of the data (one train-mode
+   pass with a cumulative average, as a trained model would have). The QAT graph keeps
+   batch norm in training mode, so every training step moves the running statistics
+   toward the data's; PTQ keeps the float model's as they are. With statistics that are
+   still converging (e.g. a few momentum-0.1 passes from the initial variance of 1), QAT
+   measures the statistics drift rather than quantization error: that setup gave about
+   32 dB against PTQ's 39.5 after 30 steps even with lr=0, and ExecuTorch 1.5.1's
+   quantizer gives the same numbers, bit for bit.
+2. PTQ calibrates on the data and converts.
+3. QAT: prepare_qat_pt2e with the QAT config, a few SGD steps (small lr) toward the float
+   model's outputs on the same data, move_exported_model_to_eval, convert_pt2e.
 """
 
 from __future__ import annotations
@@ -28,6 +38,20 @@ def _net() -> nn.Module:
     )  # fmt: skip
 
 
+def _settle_batch_norm(model: nn.Module, data: list[torch.Tensor]) -> None:
+    """Running statistics = the cumulative average over ``data``; then eval mode."""
+    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for bn in norms:
+        bn.reset_running_stats()
+        bn.momentum = None
+    with torch.no_grad():
+        for x in data:
+            model.train()(x)
+    for bn in norms:
+        bn.momentum = 0.1  # the exported QAT graph keeps torch's default update
+    model.eval()
+
+
 def _sqnr(out: torch.Tensor, ref: torch.Tensor) -> float:
     ref = ref.detach()
     return float(10 * torch.log10(ref.pow(2).mean() / (ref - out).pow(2).mean()))
@@ -37,11 +61,7 @@ def test_qat_close_to_ptq() -> None:
     torch.manual_seed(0)
     model = _net()
     data = [torch.rand(8, 3, 12, 12) for _ in range(6)]
-    with torch.no_grad():  # converge batch-norm statistics, so training steps keep them
-        for _ in range(10):
-            for x in data:
-                model.train()(x)
-    model.eval()
+    _settle_batch_norm(model, data)
     held_out = torch.rand(8, 3, 12, 12)
     with torch.no_grad():
         ref = model(held_out)
@@ -68,8 +88,11 @@ def test_qat_close_to_ptq() -> None:
         loss = (qat(x) - model(x).detach()).pow(2).mean()
         loss.backward()
         optimizer.step()
+    for i in (1, 4):  # training-mode batch norm kept the statistics the float model has
+        drift = qat.get_buffer(f"{i}.running_var") / model[i].running_var - 1
+        assert drift.abs().max() < 0.03, (i, drift)
     move_exported_model_to_eval(qat)
     qat_sqnr = _sqnr(convert_pt2e(qat)(held_out), ref)
 
     assert ptq_sqnr > 35, ptq_sqnr
-    assert 25 < qat_sqnr <= ptq_sqnr, (qat_sqnr, ptq_sqnr)
+    assert qat_sqnr >= ptq_sqnr - 1, (qat_sqnr, ptq_sqnr)
