@@ -19,12 +19,14 @@ The procedure, and why each step matters:
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from torch import nn
 from torchao.quantization.pt2e import move_exported_model_to_eval
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
 
+from qcore.metrics import sqnr
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 STEPS = 5
@@ -52,9 +54,18 @@ def _settle_batch_norm(model: nn.Module, data: list[torch.Tensor]) -> None:
     model.eval()
 
 
-def _sqnr(out: torch.Tensor, ref: torch.Tensor) -> float:
-    ref = ref.detach()
-    return float(10 * torch.log10(ref.pow(2).mean() / (ref - out).pow(2).mean()))
+def train_qat(model: nn.Module, data: list[torch.Tensor], quantizer: Any) -> torch.fx.GraphModule:
+    """prepare_qat_pt2e, then a few SGD steps toward the float model's own outputs."""
+    qat = prepare_qat_pt2e(
+        torch.export.export(copy.deepcopy(model).train(), (data[0],)).module(), quantizer
+    )
+    optimizer = torch.optim.SGD(qat.parameters(), lr=1e-4)
+    for x in data * STEPS:
+        optimizer.zero_grad()
+        loss = (qat(x) - model(x).detach()).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+    return qat
 
 
 def test_qat_close_to_ptq() -> None:
@@ -72,27 +83,21 @@ def test_qat_close_to_ptq() -> None:
     )
     for x in data:
         ptq(x)
-    ptq_sqnr = _sqnr(convert_pt2e(ptq)(held_out), ref)
+    ptq_sqnr = sqnr(ref, convert_pt2e(ptq)(held_out))
 
-    qat_model = copy.deepcopy(model).train()
-    qat = prepare_qat_pt2e(
-        torch.export.export(qat_model, (data[0],)).module(),
+    qat = train_qat(
+        model,
+        data,
         XNNPACKQuantizer().set_global(
             get_symmetric_quantization_config(is_per_channel=True, is_qat=True)
         ),
     )
     assert any("conv2d" in str(n.target) for n in qat.graph.nodes)
-    optimizer = torch.optim.SGD(qat.parameters(), lr=1e-4)
-    for x in data * STEPS:  # a few steps toward the float model's own outputs
-        optimizer.zero_grad()
-        loss = (qat(x) - model(x).detach()).pow(2).mean()
-        loss.backward()
-        optimizer.step()
     for i in (1, 4):  # training-mode batch norm kept the statistics the float model has
         drift = qat.get_buffer(f"{i}.running_var") / model[i].running_var - 1
         assert drift.abs().max() < 0.03, (i, drift)
     move_exported_model_to_eval(qat)
-    qat_sqnr = _sqnr(convert_pt2e(qat)(held_out), ref)
+    qat_sqnr = sqnr(ref, convert_pt2e(qat)(held_out))
 
     assert ptq_sqnr > 35, ptq_sqnr
     assert qat_sqnr >= ptq_sqnr - 1, (qat_sqnr, ptq_sqnr)
