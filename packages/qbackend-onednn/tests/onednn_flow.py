@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 from torch import Tensor
 from torch.ao.quantization import QConfigMapping
@@ -12,6 +9,7 @@ from torch.ao.quantization.backend_config import BackendConfig
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 from torch.fx import GraphModule
 
+from qcore.testing.engine import quantized_engine
 from qcore.testing.models import ModelCase
 
 
@@ -21,16 +19,6 @@ def torch_onednn_config() -> BackendConfig:
     from torch.ao.quantization.backend_config import get_onednn_backend_config
 
     return get_onednn_backend_config()
-
-
-@contextmanager
-def quantized_engine(name: str) -> Iterator[None]:
-    previous = torch.backends.quantized.engine
-    torch.backends.quantized.engine = name
-    try:
-        yield
-    finally:
-        torch.backends.quantized.engine = previous
 
 
 def ptq(case: ModelCase, mapping: QConfigMapping, config: BackendConfig) -> GraphModule:
@@ -60,3 +48,6 @@ def quantized_op_count(model: GraphModule) -> int:
         )
     )
     return quantizes + kernels
+
+
+__all__ = ["ptq", "quantized_engine", "quantized_op_count", "run", "torch_onednn_config"]

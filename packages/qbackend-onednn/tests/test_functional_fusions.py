@@ -25,6 +25,7 @@ from torch.fx import GraphModule
 import qcore
 from qcore.metrics import sqnr
 from qcore.patterns import UnfusablePattern
+from qcore.testing.engine import quantized_engine
 
 IN, OUT = 32, 16
 
@@ -54,12 +55,8 @@ class _FunctionalLeakyReLU(_Post):
 
 @pytest.fixture(autouse=True)
 def onednn_engine() -> Iterator[None]:
-    if "onednn" not in torch.backends.quantized.supported_engines:
-        pytest.fail("this CPU build has no onednn quantized engine")
-    previous = torch.backends.quantized.engine
-    torch.backends.quantized.engine = "onednn"
-    yield
-    torch.backends.quantized.engine = previous
+    with quantized_engine("onednn"):
+        yield
 
 
 def _batches(count: int, seed: int) -> list[Tensor]:
@@ -72,8 +69,9 @@ CALIBRATION, HELD_OUT = _batches(8, 1), torch.cat(_batches(16, 2))
 
 def _ptq(model: nn.Module, config: BackendConfig) -> GraphModule:
     mapping = qcore.get_qconfig_mapping("onednn", model=model)
-    prepared = prepare_fx(copy.deepcopy(model).eval(), mapping, (CALIBRATION[0],),
-                          backend_config=config)
+    prepared = prepare_fx(
+        copy.deepcopy(model).eval(), mapping, (CALIBRATION[0],), backend_config=config
+    )
     with torch.no_grad():
         for batch in CALIBRATION:
             prepared(batch)
@@ -110,8 +108,9 @@ def test_torch_config_crashes_on_the_same_model() -> None:
 def _qat(model: nn.Module, config: BackendConfig) -> tuple[nn.Module, GraphModule]:
     """A few training steps, then convert: (the trained float model, the converted one)."""
     mapping = qcore.get_qconfig_mapping("onednn", is_qat=True, model=model)
-    prepared = prepare_qat_fx(copy.deepcopy(model).train(), mapping, (CALIBRATION[0],),
-                              backend_config=config)
+    prepared = prepare_qat_fx(
+        copy.deepcopy(model).train(), mapping, (CALIBRATION[0],), backend_config=config
+    )
     optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
     for batch in CALIBRATION:
         optimizer.zero_grad()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -29,6 +30,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 import qcore
 from qcore.patterns import UnfusablePattern, pattern_key
 from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.engine import quantized_engine
 from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.parity import compare_backend_configs
 
@@ -47,9 +49,10 @@ def test_identical_to_torch_onednn_config(monkeypatch: pytest.MonkeyPatch) -> No
     _without_extensions(monkeypatch)
     ours = qcore.get_backend_config("onednn")
     reference = get_onednn_backend_config()
-    assert compare_backend_configs(
-        ours, reference, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
-    ) == []
+    assert (
+        compare_backend_configs(ours, reference, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS)
+        == []
+    )
     assert ours.name == "onednn"
     assert len(ours.configs) == len(reference.configs) == 221
     # without the exemption, the fuser of a listed pattern is the only difference
@@ -115,13 +118,9 @@ class _Net(nn.Module):
 
 
 @pytest.fixture
-def onednn_engine() -> object:
-    if "onednn" not in torch.backends.quantized.supported_engines:
-        pytest.fail("this CPU build has no onednn quantized engine")
-    previous = torch.backends.quantized.engine
-    torch.backends.quantized.engine = "onednn"
-    yield
-    torch.backends.quantized.engine = previous
+def onednn_engine() -> Iterator[None]:
+    with quantized_engine("onednn"):
+        yield
 
 
 def _quantize(model: nn.Module, backend_config: object, data: list[torch.Tensor]) -> nn.Module:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from qcore.errors import PluginNotFoundError
 from qcore.metrics import sqnr
 from qcore.tables import render_table
+from qcore.testing.engine import quantized_engine
 
 if TYPE_CHECKING:
     import torch
@@ -49,7 +50,6 @@ def _fx_flow(backend: str, engine: str | None) -> Callable[[], float]:
     representation (what ExecuTorch consumes), else to that quantized engine's kernels."""
 
     def run() -> float:
-        import torch
         from torch.ao.quantization.quantize_fx import (
             convert_fx,
             convert_to_reference_fx,
@@ -67,13 +67,9 @@ def _fx_flow(backend: str, engine: str | None) -> Callable[[], float]:
         if engine is None:
             converted = convert_to_reference_fx(prepared, backend_config=config)
             return sqnr(expected, converted(*example))
-        previous = torch.backends.quantized.engine
-        torch.backends.quantized.engine = engine
-        try:
+        with quantized_engine(engine):
             converted = convert_fx(prepared, backend_config=config)
             return sqnr(expected, converted(*example))
-        finally:
-            torch.backends.quantized.engine = previous
 
     return run
 

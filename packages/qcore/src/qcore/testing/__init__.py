@@ -7,6 +7,7 @@ points, exactly as users load them.
 
 from __future__ import annotations
 
+from qcore.testing.engine import quantized_engine
 from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult
 
@@ -48,4 +49,5 @@ __all__ = [
     "check_backend",
     "check_quantizer",
     "compare_backend_configs",
+    "quantized_engine",
 ]

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from qcore.metrics import sqnr
+from qcore.testing.engine import quantized_engine
 from qcore.testing.result import CheckResult
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def check_backend_config(
 
     results: list[CheckResult] = []
     seen: dict[str, int] = {}
-    with _quiet(), _engine(engine):
+    with _quiet(), quantized_engine(engine):
         for pattern_config in config.configs:
             subject = _subject(pattern_config, pattern_text)
             seen[subject] = seen.get(subject, 0) + 1
@@ -144,19 +145,6 @@ def _quiet() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
-
-
-@contextmanager
-def _engine(engine: str | None) -> Iterator[None]:
-    import torch
-
-    previous = torch.backends.quantized.engine
-    if engine is not None:
-        torch.backends.quantized.engine = engine
-    try:
-        yield
-    finally:
-        torch.backends.quantized.engine = previous
 
 
 # fuser-method ---------------------------------------------------------------------------
