@@ -1,0 +1,373 @@
+"""The ``"x86"`` annotator namespace: torchao 0.18's x86 Inductor recipe on qcore's
+registry, registered when this module is imported.
+
+The recipe's convention differs from the ``common`` annotators', which is why it has its
+own writers: a conv / linear pattern annotates its *inputs* only (activation, weight,
+bias) and marks its last node as ending a quantized pattern; an output is quantized by
+the quantized op that consumes it, and ops that move int8 data (pools, ``cat``,
+``flatten``) stay int8 after a quantized pattern and share its qparams (see
+:mod:`qinductor_x86.passthrough`). QAT graphs still hold batch norm, so their patterns
+also quantize the pattern's output, which the QAT folding needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e.quantizer import (
+    QuantizationConfig,
+    get_bias_qspec,
+    get_input_act_qspec,
+    get_output_act_qspec,
+    get_weight_qspec,
+)
+
+from qcore.annotation.common import is_annotated, mark_annotated, passes
+from qcore.annotation.registry import ANNOTATORS, Annotator
+from qinductor_x86 import examples, passthrough
+from qinductor_x86._marks import annotate_node
+from qinductor_x86._torch_private import is_fake_tensor
+from qinductor_x86._version import __version__
+from qinductor_x86.patterns import (
+    CONV_UNARY,
+    INT8_IN_INT8_OUT,
+    LAYER_OPS,
+    LINEAR_UNARY,
+    SOURCES,
+    Fusion,
+)
+from qinductor_x86.sources import Call, calls, chains
+
+Filter = Callable[[Node], bool] | None
+Partitions = list[list[Node]]
+AnnotateFn = Callable[[GraphModule, QuantizationConfig | None, Filter], Partitions]
+
+aten = torch.ops.aten
+ADD = frozenset({aten.add.Tensor, aten.add_.Tensor})
+
+
+# -- fusion patterns -------------------------------------------------------------------
+
+
+def _extra_input(binary: Node, operand: Node) -> Node | None:
+    """The ``add``'s other input, when ``operand`` is one of its first two arguments."""
+    a, b = [*binary.args, None, None][:2]
+    other = b if a is operand else a if b is operand else None
+    return other if isinstance(other, Node) else None
+
+
+def _annotate_layer(layer: Node, config: QuantizationConfig | None, alone: bool) -> None:
+    inputs: dict[Node, Any] = {
+        layer.args[0]: get_input_act_qspec(config),  # type: ignore[dict-item]
+        layer.args[1]: get_weight_qspec(config),  # type: ignore[dict-item]
+    }
+    bias = layer.args[2] if len(layer.args) > 2 else None
+    if isinstance(bias, Node):
+        inputs[bias] = get_bias_qspec(config)
+    annotate_node(layer, inputs, quantized_output=alone)
+
+
+def _annotate_fusion(
+    fusion: Fusion, chain: tuple[Call, ...], config: QuantizationConfig | None, filter_fn: Filter
+) -> list[Node] | None:
+    """Annotate one matched chain; None when the recipe declines it."""
+    outputs = [call.output for call in chain]
+    layer, last = outputs[0], outputs[-1]
+    if layer.op != "call_function" or layer.target not in LAYER_OPS[fusion.layer]:
+        return None
+    if not all(isinstance(a, Node) for a in layer.args[:2]):
+        return None
+    extra = None
+    if fusion.binary is not None:
+        operand, binary = outputs[fusion.binary - 1], outputs[fusion.binary]
+        # the add is fused into the layer only when the layer's result has no other use
+        if len(operand.users) != 1:
+            return None
+        extra = _extra_input(binary, operand)
+        if extra is None:
+            return None
+    if is_annotated(outputs) or not passes(filter_fn, outputs):
+        return None
+
+    qat = fusion.batch_norm
+    out_qspec = get_output_act_qspec(config) if qat else None
+    _annotate_layer(layer, config, alone=len(chain) == 1)
+    if fusion.binary is not None:
+        assert extra is not None
+        binary = outputs[fusion.binary]
+        # a linear's extra input stays float: upstream found quantizing it costs accuracy
+        extra_qspecs = {} if fusion.is_linear else {extra: get_input_act_qspec(config)}
+        ends = binary is last
+        annotate_node(binary, extra_qspecs, out_qspec if ends else None, quantized_output=ends)
+    if fusion.unary or (qat and len(chain) == 2):  # a unary post-op, or a QAT conv-bn's bn
+        annotate_node(last, output=out_qspec, quantized_output=True)
+    nodes = [n for call in chain for n in call.nodes]
+    if qat:
+        # claim batch norm's own nodes too (e.g. num_batches_tracked += 1), as upstream
+        mark_annotated(nodes)
+    return nodes
+
+
+def fusion_annotator(*fusions: Fusion) -> AnnotateFn:
+    """Annotate every match of ``fusions``, rows in order, each row's matches in the order
+    torchao enumerates them. QAT rows (with batch norm) run for QAT configs only."""
+    qat = fusions[0].batch_norm
+    if any(f.batch_norm != qat for f in fusions):
+        raise ValueError("a fusion annotator is either all-QAT or not QAT")
+
+    def annotate(
+        gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
+    ) -> Partitions:
+        if qat and (config is None or not config.is_qat):
+            return []
+        partitions = []
+        for fusion in fusions:
+            for chain in chains(gm, fusion.sources):
+                nodes = _annotate_fusion(fusion, chain, config, filter_fn)
+                if nodes is not None:
+                    partitions.append(nodes)
+        return partitions
+
+    return annotate
+
+
+# -- single ops ------------------------------------------------------------------------
+
+
+def annotate_matmul(
+    gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
+) -> Partitions:
+    """Both operands of ``matmul`` quantized (opt-in: a global config never selects it)."""
+    partitions = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target != aten.matmul.default:
+            continue
+        if is_annotated([node]) or not passes(filter_fn, [node]):
+            continue
+        operands = [a for a in node.args if isinstance(a, Node)]
+        annotate_node(
+            node, dict.fromkeys(operands, get_input_act_qspec(config)), quantized_output=True
+        )
+        partitions.append([node])
+    return partitions
+
+
+def _same_shape_tensors(node: Node) -> bool:
+    if len(node.args) != 2 or not all(isinstance(a, Node) for a in node.args):
+        return False
+    values: list[Any] = [a.meta.get("val") for a in node.args]  # type: ignore[union-attr]
+    return all(is_fake_tensor(v) for v in values) and values[0].shape == values[1].shape
+
+
+def annotate_mul(
+    gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
+) -> Partitions:
+    """Element-wise ``mul`` of two tensors of one shape (no broadcast, no scalar)."""
+    partitions = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target != aten.mul.Tensor:
+            continue
+        if is_annotated([node]) or not passes(filter_fn, [node]):
+            continue
+        if not _same_shape_tensors(node):
+            continue
+        annotate_node(
+            node, dict.fromkeys(node.args, get_input_act_qspec(config)), quantized_output=True
+        )
+        partitions.append([node])
+    return partitions
+
+
+# -- why a node stayed in float (for qcore.explain_not_quantized) -----------------------
+
+
+def _called_through(node: Node, kind: str) -> bool:
+    gm = node.graph.owning_module
+    return gm is not None and any(c.output is node for c in calls(gm, SOURCES[kind]))
+
+
+def _layer_why_not(kind: str, module: str) -> Callable[[Node, QuantizationConfig], str | None]:
+    def why_not(node: Node, config: QuantizationConfig) -> str | None:
+        if node.target in LAYER_OPS[kind] and not _called_through(node, kind):
+            return (
+                f"not a call of {module}: the x86 recipe recognises layers by their module, "
+                "as torchao 0.18 does"
+            )
+        return None
+
+    return why_not
+
+
+def _conv1d_why_not(node: Node, config: QuantizationConfig) -> str | None:
+    if node.target != aten.conv1d.default:
+        return None
+    if not _called_through(node, "conv1d"):
+        return "not a call of nn.Conv1d"
+    return "conv1d is quantized only with an nn.ReLU after it (torchao 0.18's recipe)"
+
+
+def _mul_why_not(node: Node, config: QuantizationConfig) -> str | None:
+    return None if _same_shape_tensors(node) else "operands are not two tensors of one shape"
+
+
+def _add_why_not(node: Node, config: QuantizationConfig) -> str | None:
+    if node.target not in ADD:
+        return None
+    return "an add is quantized only as a post-op of an nn.Conv2d / nn.Linear it follows"
+
+
+# -- registration ----------------------------------------------------------------------
+
+CONV2D = frozenset({aten.conv2d.default})
+LINEAR = frozenset({aten.linear.default})
+
+
+def _rows(layer: str, *tails: Sequence[str]) -> tuple[Fusion, ...]:
+    return tuple(Fusion.of(layer, *tail) for tail in tails)
+
+
+def _layer(  # noqa: PLR0917 (one row of the table below)
+    name: str,
+    fusions: tuple[Fusion, ...],
+    ops: frozenset[Any],
+    description: str,
+    example: Any,
+    why_not: Any = None,
+) -> Annotator:
+    qat = fusions[0].batch_norm
+    return Annotator(
+        name,
+        fusion_annotator(*fusions),
+        static=not qat,
+        dynamic=True,
+        qat_only=qat,
+        description=description,
+        ops=ops,
+        why_not=why_not,
+        example=example,
+    )
+
+
+X86_ANNOTATORS: tuple[Annotator, ...] = (
+    _layer(
+        "qat_conv2d_bn_add_relu",
+        _rows("conv2d", ("batch_norm", "add", "relu")),
+        CONV2D | ADD,
+        "QAT: nn.Conv2d → BatchNorm2d → add → ReLU",
+        examples.qat_conv_bn(add=True, unary="relu"),
+    ),
+    _layer(
+        "qat_conv2d_bn_add",
+        _rows("conv2d", ("batch_norm", "add")),
+        CONV2D | ADD,
+        "QAT: nn.Conv2d → BatchNorm2d → add",
+        examples.qat_conv_bn(add=True),
+    ),
+    _layer(
+        "qat_conv2d_bn_unary",
+        _rows("conv2d", *(("batch_norm", u) for u in CONV_UNARY)),
+        CONV2D,
+        "QAT: nn.Conv2d → BatchNorm2d → ReLU / Hardtanh / Hardswish / ReLU6 / SiLU",
+        examples.qat_conv_bn(unary="hardswish"),
+    ),
+    _layer(
+        "qat_conv2d_bn",
+        _rows("conv2d", ("batch_norm",)),
+        CONV2D,
+        "QAT: nn.Conv2d → BatchNorm2d",
+        examples.qat_conv_bn(),
+    ),
+    _layer(
+        "conv2d_add_relu",
+        _rows("conv2d", ("add", "relu")),
+        CONV2D | ADD,
+        "nn.Conv2d → add (either side) → ReLU",
+        examples.conv(add=True, unary="relu"),
+        _add_why_not,
+    ),
+    _layer(
+        "conv2d_add",
+        _rows("conv2d", ("add",)),
+        CONV2D | ADD,
+        "nn.Conv2d → add (either side)",
+        examples.conv(add=True),
+        _add_why_not,
+    ),
+    _layer(
+        "conv_unary",
+        _rows("conv2d", *((u,) for u in CONV_UNARY)) + _rows("conv1d", ("relu",)),
+        CONV2D | {aten.conv1d.default},
+        "nn.Conv2d → ReLU / Hardtanh / Hardswish / ReLU6 / SiLU; nn.Conv1d → ReLU",
+        examples.conv(unary="silu"),
+        _conv1d_why_not,
+    ),
+    _layer(
+        "conv2d",
+        _rows("conv2d", ()),
+        CONV2D,
+        "nn.Conv2d",
+        examples.conv(),
+        _layer_why_not("conv2d", "nn.Conv2d"),
+    ),
+    _layer(
+        "linear_add_relu",
+        _rows("linear", ("add", "relu")),
+        LINEAR | ADD,
+        "nn.Linear → add (either side; the other input stays float) → ReLU",
+        examples.linear(add=True, unary="relu"),
+        _add_why_not,
+    ),
+    _layer(
+        "linear_add",
+        _rows("linear", ("add",)),
+        LINEAR | ADD,
+        "nn.Linear → add (either side; the other input stays float)",
+        examples.linear(add=True),
+        _add_why_not,
+    ),
+    _layer(
+        "linear_unary",
+        _rows("linear", *((u,) for u in LINEAR_UNARY)),
+        LINEAR,
+        "nn.Linear → ReLU / LeakyReLU / Tanh / GELU",
+        examples.linear(unary="gelu"),
+    ),
+    _layer(
+        "linear",
+        _rows("any_linear", ()),
+        LINEAR,
+        "nn.Linear",
+        examples.linear(),
+        _layer_why_not("any_linear", "nn.Linear"),
+    ),
+    Annotator(
+        "matmul",
+        annotate_matmul,
+        dynamic=True,
+        ops=frozenset({aten.matmul.default}),
+        description="matmul, both operands (only by operator or module name, never global)",
+        example=examples.matmul,
+    ),
+    Annotator(
+        "mul",
+        annotate_mul,
+        dynamic=True,
+        ops=frozenset({aten.mul.Tensor}),
+        description="mul of two tensors of one shape",
+        why_not=_mul_why_not,
+    ),
+    Annotator(
+        "int8_passthrough",
+        passthrough.annotate_int8_passthrough,
+        dynamic=True,
+        ops=INT8_IN_INT8_OUT,
+        description="max/avg/adaptive pool, cat, flatten after quantized patterns stay int8",
+        why_not=passthrough.why_not,
+        example=examples.passthrough,
+    ),
+)
+
+ANNOTATORS.define("x86", X86_ANNOTATORS, source=f"qinductor-x86 {__version__}")
