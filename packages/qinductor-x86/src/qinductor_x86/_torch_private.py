@@ -18,3 +18,239 @@ def is_fake_tensor(value: object) -> bool:
 
 
 # end PT2E quantizer -------------------------------------------------------------------
+
+
+# Inductor ------------------------------------------------------------------------------
+# Used by qinductor_x86.lowering: Inductor's pattern matcher, its custom-pass hooks, the
+# graph normalisations freezing applies, and what the compile context knows about frozen
+# parameters. Inductor modules are imported on first use (module ``__getattr__`` below), so
+# importing this module for the quantizer costs nothing extra.
+
+import contextlib as _contextlib  # noqa: E402  (sections keep their own imports)
+from collections.abc import Callable as _Callable  # noqa: E402
+from collections.abc import Iterator as _Iterator  # noqa: E402
+from collections.abc import Sequence as _Sequence  # noqa: E402
+from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
+from typing import Any as _Any  # noqa: E402
+
+if _TYPE_CHECKING:  # the lazily imported names, for type checkers
+    import torch
+    from torch._inductor.custom_graph_pass import CustomGraphPass  # noqa: F401
+    from torch._inductor.pattern_matcher import (  # noqa: F401
+        Arg,
+        CallFunction,
+        Ignored,
+        KeywordArg,
+        ListOf,
+        Match,
+        PatternExpr,
+        PatternMatcherPass,
+        fwd_only,
+        fx_to_pattern,
+        register_graph_pattern,
+    )
+
+_LAZY_INDUCTOR_NAMES = {
+    "CustomGraphPass": "torch._inductor.custom_graph_pass",
+    **dict.fromkeys(
+        (
+            "Arg",
+            "CallFunction",
+            "Ignored",
+            "KeywordArg",
+            "ListOf",
+            "Match",
+            "PatternExpr",
+            "PatternMatcherPass",
+            "fwd_only",
+            "fx_to_pattern",
+            "register_graph_pattern",
+        ),
+        "torch._inductor.pattern_matcher",
+    ),
+}
+
+#: The Inductor config entries that take custom graph passes, in the order a compile runs
+#: them. Each accepts None, one pass, or a list/tuple of passes.
+INDUCTOR_HOOKS = ("pre_grad_custom_pass", "joint_custom_pre_pass", "post_grad_custom_post_pass")
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY_INDUCTOR_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def get_hook(name: str) -> _Any:
+    """The current value of Inductor config entry ``name`` (one of INDUCTOR_HOOKS)."""
+    import torch._inductor.config as inductor_config
+
+    return getattr(inductor_config, name)
+
+
+def set_hook(name: str, value: _Any) -> None:
+    import torch._inductor.config as inductor_config
+
+    setattr(inductor_config, name, value)
+
+
+def count(key: str, amount: int = 1) -> None:
+    """Increment ``torch._dynamo.utils.counters["inductor"][key]``, the counters torch's own
+    x86 int8 passes use (tests and tooling read them)."""
+    from torch._dynamo.utils import counters
+
+    counters["inductor"][key] += amount
+
+
+def files_hash(paths: _Sequence[str], extra: str = "") -> bytes:
+    """A stable key for Inductor's FX-graph cache: the pass's source files plus ``extra``."""
+    from torch._inductor.custom_graph_pass import get_hash_for_files
+
+    return get_hash_for_files(tuple(paths), extra)
+
+
+def inductor_freezing_active() -> bool:
+    """Whether this compile freezes parameters into constants, as Inductor decides it:
+    ``config.freezing`` in an inference (no-grad) compile."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    return bool(inductor_config.freezing) and not torch.is_grad_enabled()
+
+
+def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
+    """Views to reshapes and no-op views removed: what freezing and the rest of the joint
+    passes do anyway, done first so that patterns see one spelling of each form."""
+    from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
+
+    view_to_reshape(gm)  # type: ignore[no-untyped-call]
+    remove_noop_ops(gm.graph)
+
+
+def frozen_constants(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:
+    """The real value of each graph input that freezing will turn into a constant.
+
+    In the joint graph of an inference compile the leading placeholders are the module's
+    parameters and buffers, in the order of ``TracingContext.params_flat_unwrap_subclasses``;
+    freezing inlines exactly those (``torch/_inductor/freezing.py``). ``get_attr`` nodes are
+    constants already.
+    """
+    import torch
+
+    values: dict[torch.fx.Node, torch.Tensor] = {}
+    context = torch._guards.TracingContext.try_get()
+    params = getattr(context, "params_flat_unwrap_subclasses", None) if context else None
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(placeholders, params or (), strict=False):
+        if isinstance(value, torch.Tensor):
+            values[node] = value
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            attr = _attribute(gm, str(node.target))
+            if isinstance(attr, torch.Tensor):
+                values[node] = attr
+    return values
+
+
+def _attribute(module: _Any, target: str) -> _Any:
+    for part in target.split("."):
+        module = getattr(module, part, None)
+    return module
+
+
+@_contextlib.contextmanager
+def real_tensors() -> _Iterator[None]:
+    """Run eager kernels (weight prepacking) inside a compile, outside its fake mode."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        yield
+
+
+def register_constant(gm: torch.fx.GraphModule, name: str, value: torch.Tensor) -> str:
+    """Attach ``value`` to ``gm`` as a frozen constant, as freezing attaches its own, under a
+    fresh attribute name (returned). Marked frozen, it enters the FX-graph cache key by its
+    metadata, as every other frozen weight does."""
+    from torch._inductor.freezing_utils import maybe_set_is_frozen_param
+
+    index = 0
+    while hasattr(gm, f"{name}{index}"):
+        index += 1
+    qualname = f"{name}{index}"
+    gm.register_buffer(qualname, value)
+    maybe_set_is_frozen_param(value)
+    return qualname
+
+
+def fake_value(target: _Callable[..., _Any], args: _Any, kwargs: _Any) -> _Any:
+    """``target`` run on the fake values (``meta["val"]``) of its node arguments, in the
+    compile's fake mode; real constants (packed weights) are accepted as inputs."""
+    import torch
+    from torch.fx.node import map_arg
+
+    fake_args = map_arg(args, _meta_value)
+    fake_kwargs = map_arg(kwargs, _meta_value)
+    fake_mode = torch._guards.detect_fake_mode()
+    if fake_mode is None:
+        return target(*fake_args, **fake_kwargs)
+    allow = fake_mode.allow_non_fake_inputs
+    fake_mode.allow_non_fake_inputs = True
+    try:
+        with fake_mode:
+            return target(*fake_args, **fake_kwargs)
+    finally:
+        fake_mode.allow_non_fake_inputs = allow
+
+
+def _meta_value(node: torch.fx.Node) -> _Any:
+    if node.op == "get_attr":
+        return _attribute(node.graph.owning_module, str(node.target))
+    return node.meta.get("val")
+
+
+def builtin_x86_passes() -> dict[str, bool]:
+    """Which other copies of the x86 int8 passes are registered in this process, read from
+    Inductor's pattern tables: torch 2.13's own (registered lazily at the first compile from
+    ``torch/_inductor/fx_passes/mkldnn_fusion.py``) and torchao's (registered when its x86
+    quantizer module is imported)."""
+    from torch._inductor.fx_passes import freezing_patterns, post_grad
+
+    def registered(passes: _Sequence[_Any], module: str) -> bool:
+        return any(
+            getattr(getattr(entry, "handler", None), "__module__", "").startswith(module)
+            for pattern_pass in passes
+            for entries in pattern_pass.patterns.values()
+            for entry in entries
+        )
+
+    torch_module = "torch._inductor.fx_passes.quantization"
+    return {
+        "torch weight prepack and fusion": registered(
+            freezing_patterns.pass_patterns, torch_module
+        ),
+        "torch lowerings": registered(post_grad.pass_patterns, torch_module),
+        "torchao weight prepack and fusion": registered(
+            freezing_patterns.pass_patterns, "torchao.quantization.pt2e.inductor_passes"
+        ),
+    }
+
+
+def switch_off_builtin_x86_passes() -> None:
+    """Replace torch 2.13's two registration functions with no-ops.
+
+    Effective only before the process's first compile: torch registers its passes once,
+    lazily, and never unregisters them.
+    """
+    from torch._inductor.fx_passes import mkldnn_fusion
+
+    def _noop() -> None:
+        return None
+
+    mkldnn_fusion._register_quantization_lowerings = _noop  # type: ignore[attr-defined]
+    mkldnn_fusion._register_quantization_weight_pack_pass = _noop  # type: ignore[assignment,attr-defined]
+
+
+# end Inductor ---------------------------------------------------------------------------
