@@ -84,8 +84,10 @@ def test_per_tensor_conv_transpose_would_run_but_is_wrong_on_onednn() -> None:
 
 @pytest.mark.parametrize("is_qat", [False, True])
 def test_differences_from_torch_are_only_the_documented_ones(is_qat: bool) -> None:
+    """On a VNNI target; on one without VNNI only the weights differ (next test)."""
     model = case("linear_tanh_mixed").model()
-    ours = qcore.get_qconfig_mapping("onednn", is_qat=is_qat, model=model)
+    with qcore.host.targeting("avx512_vnni"):
+        ours = qcore.get_qconfig_mapping("onednn", is_qat=is_qat, model=model)
     torch_mapping = (get_default_qat_qconfig_mapping if is_qat else get_default_qconfig_mapping)(
         "onednn"
     )
@@ -105,9 +107,47 @@ def test_differences_from_torch_are_only_the_documented_ones(is_qat: bool) -> No
     assert all(qconfig_equals(q, tanh_qconfig) for q in ours.module_name_qconfigs.values())
 
 
+@pytest.mark.parametrize("is_qat", [False, True])
+def test_without_vnni_only_the_int8_weight_ranges_differ(is_qat: bool) -> None:
+    model = case("linear_tanh_mixed").model()
+    with qcore.host.targeting("avx512_vnni"):
+        vnni = qcore.get_qconfig_mapping("onednn", is_qat=is_qat, model=model)
+    with qcore.host.targeting("avx2"):
+        avx2 = qcore.get_qconfig_mapping("onednn", is_qat=is_qat, model=model)
+    pairs = [(vnni.global_qconfig, avx2.global_qconfig)]
+    pairs += [(vnni.object_type_qconfigs[k], avx2.object_type_qconfigs[k])
+              for k in vnni.object_type_qconfigs]
+    pairs += [(vnni.module_name_qconfigs[k], avx2.module_name_qconfigs[k])
+              for k in vnni.module_name_qconfigs]
+    assert set(vnni.object_type_qconfigs) == set(avx2.object_type_qconfigs)
+    weights = probe = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    checked = 0
+    for before, after in pairs:
+        assert (before is None) == (after is None)
+        if before is None or after is None:
+            continue
+        assert repr(before.activation) == repr(after.activation)
+        old, new = before.weight(), after.weight()
+        if old.dtype != torch.qint8 or old.qscheme not in (
+            torch.per_channel_symmetric, torch.per_tensor_symmetric
+        ):
+            assert repr(before.weight) == repr(after.weight)
+            continue
+        old(probe)
+        new(weights)
+        (old_scale, _), (new_scale, _) = old.calculate_qparams(), new.calculate_qparams()
+        # codes of the new weights stay within [-64, 64]: no pair can overflow int16
+        amax = weights.abs().amax(1) if new_scale.numel() > 1 else weights.abs().amax()
+        assert torch.round(amax / new_scale).max() <= 64
+        assert (new_scale >= old_scale).all()
+        checked += 1
+    assert checked > 0
+
+
 def test_mapping_without_fusable_pair_keeps_torch_tanh_entry() -> None:
     only_tanh = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Tanh())
-    ours = qcore.get_qconfig_mapping("onednn", model=only_tanh)
+    with qcore.host.targeting("avx512_vnni"):
+        ours = qcore.get_qconfig_mapping("onednn", model=only_tanh)
     torch_mapping = get_default_qconfig_mapping("onednn")
     assert qconfig_equals(
         ours.object_type_qconfigs[nn.Tanh], torch_mapping.object_type_qconfigs[nn.Tanh]

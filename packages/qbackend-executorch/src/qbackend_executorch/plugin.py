@@ -7,4 +7,5 @@ PLUGIN = BackendPlugin(
     backend_config="qbackend_executorch.config:build_backend_config",
     qconfig_mapping="qbackend_executorch.mapping:build_qconfig_mapping",
     description="ExecuTorch FX-mode backend (reference representation)",
+    reference_convert=True,
 )

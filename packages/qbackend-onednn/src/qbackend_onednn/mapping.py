@@ -28,7 +28,15 @@ torch's and changes only what is needed for the flow to run:
    fixed-qparams constraint, and torch leaves the op in float (correct, slightly slower).
    Pass the model when you have it.
 
-3. **QAT only: embeddings stay in float.** torch's QAT mapping gives ``Embedding`` and
+3. **Weight ranges fit the target CPU.** On a CPU without VNNI (``qcore.host.target()``)
+   oneDNN's int8 kernels add neighbouring products in saturating 16-bit lanes, and
+   torch's full-range weights overflow them (torch only warns). There the weight
+   observers come from :func:`qcore.weight_ranges.fit_qconfig_mapping`: safe 7-bit
+   weights by default, full range for each layer where ``qcore.fx.convert`` finds on the
+   calibration data that full range is at least as accurate under the target's
+   arithmetic; QAT trains with the safe range. On VNNI and AMX targets nothing changes.
+
+4. **QAT only: embeddings stay in float.** torch's QAT mapping gives ``Embedding`` and
    ``EmbeddingBag`` the global fake-quant qconfig, and ``prepare_qat_fx`` swaps them to
    QAT embeddings that reject it (``AssertionError: Embedding weights requires a qscheme
    of torch.per_channel_affine_float_qparams``). The backend declares embeddings
@@ -38,11 +46,13 @@ torch's and changes only what is needed for the flow to run:
    match that dtype config.
 
 Everything else (observers, the fixed-qparams ops, layer norm, PReLU, reshape) is torch's
-default, so outputs are bit-identical to torch's mapping wherever torch's mapping runs.
+default, so on a VNNI target outputs are bit-identical to torch's mapping wherever torch's
+mapping runs.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,6 +65,9 @@ from torch.ao.quantization import (
 )
 from torch.ao.quantization.backend_config import BackendConfig
 from torch.ao.quantization.qconfig import QConfigAny, qconfig_equals
+
+from qcore import get_backend_config
+from qcore.weight_ranges import fit_qconfig_mapping
 
 __all__ = [
     "CONV_TRANSPOSE_OPS",
@@ -73,8 +86,10 @@ CONV_TRANSPOSE_OPS: tuple[Callable[..., Any], ...] = (
 )
 """Ops left in float (see difference 1 above)."""
 
+_TORCH_VNNI_WARNING = "Default qconfig of oneDNN backend with reduce_range of false"
+
 EMBEDDING_MODULES: tuple[type[nn.Module], ...] = (nn.Embedding, nn.EmbeddingBag)
-"""Left in float by the QAT mapping (see difference 3 above)."""
+"""Left in float by the QAT mapping (see difference 4 above)."""
 
 
 def build_qconfig_mapping(*, is_qat: bool, model: nn.Module | None = None) -> QConfigMapping:
@@ -83,20 +98,21 @@ def build_qconfig_mapping(*, is_qat: bool, model: nn.Module | None = None) -> QC
     ``model`` lets the mapping keep torch's qconfig on the standalone instances of a
     module type that the backend also fuses (e.g. a ``Tanh`` that no ``Linear`` precedes).
     """
-    mapping = (
-        get_default_qat_qconfig_mapping("onednn")
-        if is_qat
-        else get_default_qconfig_mapping("onednn")
-    )
+    with warnings.catch_warnings():
+        # torch's warning about non-VNNI CPUs: fit_qconfig_mapping below handles it
+        warnings.filterwarnings("ignore", message=_TORCH_VNNI_WARNING)
+        mapping = (
+            get_default_qat_qconfig_mapping("onednn")
+            if is_qat
+            else get_default_qconfig_mapping("onednn")
+        )
     for op in CONV_TRANSPOSE_OPS:
         mapping.set_object_type(op, None)
     if is_qat:
         for embedding in EMBEDDING_MODULES:
             mapping.set_object_type(embedding, None)
-    from qcore import get_backend_config
-
     _align_fused_module_types(mapping, get_backend_config("onednn"), model)
-    return mapping
+    return fit_qconfig_mapping(mapping)
 
 
 def fused_module_type_chains(backend_config: BackendConfig) -> list[tuple[type[nn.Module], ...]]:

@@ -152,6 +152,11 @@ def get_qconfig_mapping(
     )
 
 
+def uses_reference_convert(name: str) -> bool:
+    """Whether backend ``name``'s FX models convert to the reference representation."""
+    return bool(REGISTRY.load("backend", name).reference_convert)
+
+
 def get_quantizer(name: str, **options: Any) -> Quantizer:
     """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``."""
     from torchao.quantization.pt2e.quantizer import Quantizer

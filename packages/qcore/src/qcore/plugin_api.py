@@ -67,6 +67,8 @@ class BackendPlugin:
 
     ``qconfig_mapping(is_qat=..., model=...)`` receives the model when the caller has one,
     for mappings that must see which module types occur (see the oneDNN backend).
+    Mappings for oneDNN-style kernels should fit the target CPU
+    (:func:`qcore.weight_ranges.fit_qconfig_mapping`).
     """
 
     kind: ClassVar[str] = "backend"
@@ -75,6 +77,10 @@ class BackendPlugin:
     qconfig_mapping: QConfigMappingFactory | None = None
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
+    #: ``qcore.fx.convert`` produces the reference representation (quantize / dequantize
+    #: around float ops) instead of the host's quantized kernels: for backends whose
+    #: kernels run on another device, which lowers that representation (ExecuTorch).
+    reference_convert: bool = False
 
 
 @dataclass(frozen=True)

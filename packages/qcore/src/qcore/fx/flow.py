@@ -1,0 +1,162 @@
+"""FX graph-mode quantization with a backend named once: prepare, convert, quantize.
+
+torch's ``prepare_fx`` / ``convert_fx`` work with any qcore backend, but they leave three
+things to the user that this module does:
+
+* functional ``F.conv*`` / ``F.linear`` calls with keyword or default arguments are
+  recorded positionally while torch traces (torch's lowering reads positions only and
+  crashes or drops arguments otherwise; see :mod:`qcore.fx.normalize`);
+* on a target CPU that saturates int8 (see :mod:`qcore.host`), each layer's weight range
+  is chosen from its calibration inputs (:mod:`qcore.fx.ranges`), so no layer pays for
+  the safe range where full range is as accurate;
+* the backend's own convert: native kernels, or the reference representation for
+  backends whose kernels run elsewhere (``BackendPlugin.reference_convert``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.ao.quantization import QConfigMapping
+from torch.ao.quantization.quantize_fx import (
+    convert_fx,
+    convert_to_reference_fx,
+    prepare_fx,
+    prepare_qat_fx,
+)
+from torch.fx import GraphModule
+from torch.utils.hooks import RemovableHandle
+
+from qcore.api import get_backend_config, get_qconfig_mapping, uses_reference_convert
+from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
+from qcore.fx.ranges import InputRecorder, WeightedLayer, choose_ranges, record_inputs
+from qcore.fx.ranges import weighted_layers as find_weighted_layers
+from qcore.saturation import RangeChoice
+from qcore.weight_ranges import applying
+
+__all__ = ["WEIGHT_RANGES_META", "convert", "prepare", "quantize", "weight_ranges"]
+
+#: ``converted.meta[WEIGHT_RANGES_META]``: node name -> RangeChoice, per decided layer.
+WEIGHT_RANGES_META = "qcore_weight_ranges"
+
+
+@dataclass
+class _Prepared:
+    backend: str
+    is_qat: bool
+    layers: list[WeightedLayer] = field(default_factory=list)
+    recorders: dict[str, InputRecorder] = field(default_factory=dict)
+    hooks: list[RemovableHandle] = field(default_factory=list)
+
+
+_PREPARED: weakref.WeakKeyDictionary[GraphModule, _Prepared] = weakref.WeakKeyDictionary()
+
+
+def _as_tuple(batch: Any) -> tuple[Any, ...]:
+    return batch if isinstance(batch, tuple) else (batch,)
+
+
+def prepare(
+    model: nn.Module,
+    backend: str,
+    example_inputs: Any,
+    *,
+    is_qat: bool = False,
+    mapping: QConfigMapping | None = None,
+    **prepare_options: Any,
+) -> GraphModule:
+    """``prepare_fx`` (``prepare_qat_fx`` with ``is_qat``) for qcore backend ``backend``.
+
+    ``mapping`` defaults to the backend's own (``qcore.get_qconfig_mapping``), built for
+    the current target CPU. Calibrate the result (PTQ) or train it (QAT), then call
+    :func:`convert`. Other keywords (``prepare_custom_config``) go to torch.
+    """
+    config = get_backend_config(backend)
+    if mapping is None:
+        mapping = get_qconfig_mapping(backend, is_qat=is_qat, model=model)
+    torch_prepare = prepare_qat_fx if is_qat else prepare_fx
+    with PositionalFunctionals():
+        prepared = torch_prepare(
+            model, mapping, _as_tuple(example_inputs), backend_config=config, **prepare_options
+        )
+    state = _Prepared(backend, is_qat)
+    if not is_qat:  # QAT trains against the safe range; see qcore.weight_ranges
+        state.layers = find_weighted_layers(prepared)
+        state.recorders, state.hooks = record_inputs(prepared, state.layers)
+    _PREPARED[prepared] = state
+    return prepared
+
+
+def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
+    """The quantized model: the backend's native kernels or its reference representation.
+
+    ``prepared`` comes from :func:`prepare`; a model prepared by torch's ``prepare_fx``
+    also works when ``backend`` names its backend, but without recorded calibration
+    inputs every saturation-prone layer keeps the safe weight range.
+    """
+    state = _PREPARED.pop(prepared, None)
+    if state is None:
+        if backend is None:
+            raise ValueError(
+                "qcore.fx.convert: this model was not prepared by qcore.fx.prepare; "
+                "pass backend=... to convert it"
+            )
+        state = _Prepared(backend, is_qat=False)
+    elif backend is not None and backend != state.backend:
+        raise ValueError(
+            f"qcore.fx.convert: model was prepared for backend '{state.backend}', "
+            f"not '{backend}'"
+        )
+    for hook in state.hooks:
+        hook.remove()
+    choices = choose_ranges(prepared, state.layers, state.recorders)
+    normalize_functional_calls(prepared)
+    config = get_backend_config(state.backend)
+    torch_convert = (
+        convert_to_reference_fx if uses_reference_convert(state.backend) else convert_fx
+    )
+    with applying(dict(choices.values())):
+        converted = torch_convert(prepared, backend_config=config)
+    converted.meta[WEIGHT_RANGES_META] = {name: c for name, (_, c) in choices.items()}
+    return converted
+
+
+def weight_ranges(converted: GraphModule) -> dict[str, RangeChoice]:
+    """The per-layer weight ranges :func:`convert` chose (empty on non-saturating targets)."""
+    ranges: dict[str, RangeChoice] = converted.meta.get(WEIGHT_RANGES_META, {})
+    return ranges
+
+
+def quantize(
+    model: nn.Module,
+    backend: str,
+    calibration_batches: Iterable[Any],
+    *,
+    mapping: QConfigMapping | None = None,
+) -> GraphModule:
+    """Post-training quantization in one call: prepare, calibrate, convert.
+
+    ``calibration_batches``: model inputs, each a tensor or a tuple of positional
+    arguments; the first also serves as the example input for tracing.
+    """
+    batches = iter(calibration_batches)
+    try:
+        first = _as_tuple(next(batches))
+    except StopIteration:
+        raise ValueError("qcore.fx.quantize needs at least one calibration batch") from None
+    was_training = model.training
+    model.eval()
+    prepared = prepare(model, backend, first, mapping=mapping)
+    with torch.no_grad():
+        prepared(*first)
+        for batch in batches:
+            prepared(*_as_tuple(batch))
+    converted = convert(prepared)
+    model.train(was_training)
+    return converted
+

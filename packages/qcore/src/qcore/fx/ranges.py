@@ -1,0 +1,271 @@
+"""Per-layer weight ranges for an FX-prepared model: record inputs, then choose.
+
+Only layers whose weight observer is a :class:`qcore.weight_ranges.TargetWeightObserver`
+take part: the mapping put one there because the target CPU saturates. For each, the
+float input the layer saw during calibration is sampled (a capped copy, taken by a hook
+on the layer's input observer), and at convert time
+:func:`qcore.saturation.choose_weight_ranges` picks each channel's weight range.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.ao.quantization.observer import ObserverBase
+from torch.fx import GraphModule, Node
+from torch.utils.hooks import RemovableHandle
+
+from qcore.saturation import Geometry, RangeChoice, choose_weight_ranges
+from qcore.weight_ranges import TargetWeightObserver
+
+__all__ = ["InputRecorder", "WeightedLayer", "choose_ranges", "record_inputs", "weighted_layers"]
+
+#: Calibration values kept per layer input: enough positions to compare two weight forms.
+_MAX_KEPT_ELEMENTS = 1 << 20
+_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+
+@dataclass
+class InputRecorder:
+    """Keeps the first calibration inputs a layer sees, up to a size cap.
+
+    Works as a forward pre-hook on the layer's module, or as a forward hook on the
+    layer's (unshared) input observer, whose output is its input unchanged.
+    """
+
+    kept: list[Tensor] = field(default_factory=list)
+    size: int = 0
+
+    def keep(self, value: Any) -> None:
+        if self.size >= _MAX_KEPT_ELEMENTS or not isinstance(value, Tensor):
+            return
+        value = value.detach()
+        room = _MAX_KEPT_ELEMENTS - self.size
+        if value.dim() > 1 and value.numel() > room:
+            value = value[: max(1, room // max(1, value[0].numel()))]
+        self.kept.append(value.clone())
+        self.size += value.numel()
+
+    def pre_hook(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        self.keep(args[0] if args else None)
+
+    def hook(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        self.keep(output)
+
+    def inputs(self) -> Tensor | None:
+        if not self.kept:
+            return None
+        same_shape = len({t.shape[1:] for t in self.kept}) == 1
+        return torch.cat(self.kept) if same_shape else self.kept[0]
+
+
+@dataclass(frozen=True)
+class WeightedLayer:
+    """A conv or linear of the prepared graph with a target-aware weight observer."""
+
+    node: Node
+    weight: Tensor
+    geometry: Geometry
+    input_observer: str
+
+
+def _conv_geometry(conv: nn.modules.conv._ConvNd) -> Geometry | None:
+    if conv.padding_mode != "zeros":
+        return None  # the padding is a separate op there; keep such layers safe
+    padding = conv.padding if isinstance(conv.padding, str) else tuple(conv.padding)
+    return Geometry.conv(tuple(conv.stride), padding, tuple(conv.dilation), conv.groups)
+
+
+def _root_module(module: nn.Module) -> nn.Module:
+    """The conv/linear inside a fused module (``ConvReLU2d`` -> its ``Conv2d``)."""
+    while isinstance(module, nn.Sequential) and len(module) > 0:
+        module = module[0]
+    return module
+
+
+def _uses_target_observer(qconfig: Any) -> bool:
+    return qconfig is not None and isinstance(qconfig.weight(), TargetWeightObserver)
+
+
+#: Ops that torch lowers to kernels deriving their output qparams from their input
+#: (``quantized::add_scalar`` / ``mul_scalar``), ignoring the observer after them.
+_DERIVED_QPARAMS_OPS = {operator.add, operator.iadd, operator.mul, operator.imul,
+                        operator.sub, operator.isub, torch.add, torch.mul, torch.sub,
+                        "add", "add_", "mul", "mul_", "sub", "sub_"}
+
+
+def _has_scalar_operand(node: Node) -> bool:
+    return node.target in _DERIVED_QPARAMS_OPS and any(
+        isinstance(a, int | float) for a in node.args
+    )
+
+
+def _input_observer(gm: GraphModule, node: Node) -> str | None:
+    """The observer whose qparams the layer's int8 input really has, if there is one."""
+    source = node.args[0] if node.args else None
+    if not (isinstance(source, Node) and source.op == "call_module"):
+        return None
+    module = gm.get_submodule(str(source.target))
+    if not (isinstance(module, ObserverBase) and module.dtype == torch.quint8):
+        return None
+    producer = source.args[0] if source.args else None
+    while isinstance(producer, Node) and _is_relu(gm, producer):
+        producer = producer.args[0] if producer.args else None  # fused into the op before
+    if isinstance(producer, Node) and _has_scalar_operand(producer):
+        return None  # torch derives these qparams: unknown here, so the layer stays safe
+    return str(source.target)
+
+
+def _is_relu(gm: GraphModule, node: Node) -> bool:
+    if node.op == "call_module":
+        return isinstance(gm.get_submodule(str(node.target)), nn.ReLU)
+    return node.target in {torch.relu, torch.nn.functional.relu, "relu", "relu_"}
+
+
+def _module_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | None:
+    module = gm.get_submodule(str(node.target))
+    if not _uses_target_observer(getattr(module, "qconfig", None)):
+        return None
+    root = _root_module(module)
+    if isinstance(root, nn.Linear):
+        return root.weight, Geometry.linear()
+    if isinstance(root, _CONVS):
+        geometry = _conv_geometry(root)
+        return (root.weight, geometry) if geometry is not None else None
+    return None
+
+
+def _functional_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | None:
+    conv_dims = {
+        torch.nn.functional.conv1d: 1,
+        torch.nn.functional.conv2d: 2,
+        torch.nn.functional.conv3d: 3,
+    }
+    if node.target is not torch.nn.functional.linear and node.target not in conv_dims:
+        return None
+    observer_node = node.args[1] if len(node.args) > 1 else None
+    if not (isinstance(observer_node, Node) and observer_node.op == "call_module"):
+        return None
+    if not isinstance(gm.get_submodule(str(observer_node.target)), TargetWeightObserver):
+        return None
+    attr = observer_node.args[0]
+    if not (isinstance(attr, Node) and attr.op == "get_attr"):
+        return None
+    weight = gm.get_parameter(str(attr.target)) if _is_param(gm, attr) else None
+    if weight is None:
+        return None
+    if node.target is torch.nn.functional.linear:
+        return weight, Geometry.linear()
+    stride, padding, dilation, groups = node.args[3:7]
+    if not (_ints(stride) and _ints(dilation) and isinstance(groups, int)):
+        return None
+    if not (_ints(padding) or padding in ("same", "valid")):
+        return None
+    return weight, Geometry.conv(
+        tuple(stride),  # type: ignore[arg-type]
+        padding if isinstance(padding, str) else tuple(padding),  # type: ignore[arg-type]
+        tuple(dilation),  # type: ignore[arg-type]
+        groups,
+    )
+
+
+def _ints(value: object) -> bool:
+    return isinstance(value, tuple | list) and all(isinstance(v, int) for v in value)
+
+
+def _is_param(gm: GraphModule, attr: Node) -> bool:
+    try:
+        gm.get_parameter(str(attr.target))
+    except AttributeError:
+        return False
+    return True
+
+
+def weighted_layers(gm: GraphModule) -> list[WeightedLayer]:
+    """The layers of ``gm`` whose weight range is decided per layer."""
+    found: list[WeightedLayer] = []
+    for node in gm.graph.nodes:
+        described: tuple[Tensor, Geometry] | None = None
+        if node.op == "call_module":
+            described = _module_layer(gm, node)
+        elif node.op == "call_function":
+            described = _functional_layer(gm, node)
+        observer = _input_observer(gm, node) if described is not None else None
+        if described is not None and observer is not None:
+            found.append(WeightedLayer(node, described[0], described[1], observer))
+    return found
+
+
+def _call_sites(gm: GraphModule) -> dict[int, int]:
+    """How many graph nodes call each module object (FX shares one observer among ops
+    that share quantization parameters, under several names)."""
+    sites: dict[int, int] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            key = id(gm.get_submodule(str(node.target)))
+            sites[key] = sites.get(key, 0) + 1
+    return sites
+
+
+def record_inputs(
+    gm: GraphModule, layers: list[WeightedLayer]
+) -> tuple[dict[str, InputRecorder], list[RemovableHandle]]:
+    """A recorder per layer node: a pre-hook on the layer's module, or for a functional
+    layer a hook on its input observer when no other op calls that observer."""
+    recorders: dict[str, InputRecorder] = {}
+    handles: list[RemovableHandle] = []
+    sites = _call_sites(gm)
+    for layer in layers:
+        recorder = InputRecorder()
+        if layer.node.op == "call_module":
+            module = gm.get_submodule(str(layer.node.target))
+            if sites[id(module)] != 1:
+                continue  # a reused module sees several inputs; keep it safe
+            handles.append(module.register_forward_pre_hook(recorder.pre_hook))
+        else:
+            observer = gm.get_submodule(layer.input_observer)
+            if sites[id(observer)] != 1:
+                continue
+            handles.append(observer.register_forward_hook(recorder.hook))
+        recorders[layer.node.name] = recorder
+    return recorders, handles
+
+
+def choose_ranges(
+    gm: GraphModule,
+    layers: list[WeightedLayer],
+    recorders: dict[str, InputRecorder],
+) -> dict[str, tuple[Tensor, RangeChoice]]:
+    """Node name -> (weight, choice) for every layer whose inputs were recorded."""
+    choices: dict[str, tuple[Tensor, RangeChoice]] = {}
+    for layer in layers:
+        recorder = recorders.get(layer.node.name)
+        inputs = recorder.inputs() if recorder is not None else None
+        if inputs is None:
+            continue
+        observer: Any = gm.get_submodule(layer.input_observer)
+        scale, zero_point = observer.calculate_qparams()
+        qparams = (
+            float(scale.reshape(-1)[0]),
+            int(zero_point.reshape(-1)[0]),
+            int(observer.quant_min),
+            int(observer.quant_max),
+        )
+        full = _full_qrange(gm, layer)
+        choice = choose_weight_ranges(layer.weight, inputs, qparams, layer.geometry, full)
+        choices[layer.node.name] = (layer.weight, choice)
+    return choices
+
+
+def _full_qrange(gm: GraphModule, layer: WeightedLayer) -> tuple[int, int]:
+    node = layer.node
+    observer: Any
+    if node.op == "call_module":
+        observer = getattr(gm.get_submodule(str(node.target)), "qconfig").weight()  # noqa: B009
+    else:
+        observer = gm.get_submodule(str(node.args[1].target))  # type: ignore[union-attr]
+    return int(observer.quant_min), int(observer.quant_max)

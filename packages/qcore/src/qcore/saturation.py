@@ -1,0 +1,325 @@
+"""oneDNN's int8 arithmetic on CPUs without VNNI, emulated, and the weight range it needs.
+
+Without VNNI, oneDNN multiplies uint8 activations by int8 weights with ``vpmaddubsw``: the
+products of two neighbouring input channels at the same kernel tap (channels 2j and 2j+1
+of a group) are added into one *saturating* int16 lane before the int32 accumulation. A
+pair overflows when ``|x0*w0 + x1*w1| > 32767``. Weights in [-64, 63] can never overflow
+(255 * 64 * 2 = 32640), whatever the activations; full-range weights overflow whenever two
+large same-sign weights meet two large activation codes (uint8 codes include the zero
+point, so activations with a zero point near 128 overflow even when their values are
+small). Depthwise convolutions pair a channel with padding and never overflow.
+
+This module holds the arithmetic only: :func:`worst_case_pair_sum` (can an op overflow
+at all, from its integer weights) and :func:`choose_weight_ranges` (per output channel,
+try full-range weights and a few narrower ranges down to the safe one on calibration
+inputs, under the target's arithmetic, and keep whichever is closest to the float
+layer). The emulation matches the host's kernels: ``tests/test_saturation.py`` compares
+it with oneDNN itself on a non-VNNI host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+__all__ = [
+    "CANDIDATE_HALF_RANGES",
+    "INT16_MAX",
+    "SAFE_HALF_RANGE",
+    "Geometry",
+    "RangeChoice",
+    "choose_weight_ranges",
+    "emulate_accumulators",
+    "weight_codes",
+    "worst_case_pair_sum",
+]
+
+INT16_MAX = 32767
+INT16_MIN = -32768
+#: Symmetric int8 weights are ``round(w / scale)`` with ``scale = amax / half_range``; torch's
+#: full range [-128, 127] has half range 127.5. With 63.5 the codes stay in [-64, 64], and
+#: 255 * 64 * 2 = 32640 <= 32767: no uint8 activation can overflow a pair.
+SAFE_HALF_RANGE = 63.5
+#: Narrower ranges tried per channel, from least to most narrowing.
+CANDIDATE_HALF_RANGES = (111.5, 95.5, 79.5, SAFE_HALF_RANGE)
+#: Output positions drawn from the calibration inputs to compare the weight forms.
+DEFAULT_SAMPLES = 512
+#: Upper bound on the elements of one intermediate tensor of the emulation.
+_CHUNK_ELEMENTS = 1 << 23
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How an int8 op reduces over its input: a linear layer, or an N-d convolution."""
+
+    kind: Literal["linear", "conv"]
+    stride: tuple[int, ...] = ()
+    padding: tuple[int, ...] | str = ()
+    dilation: tuple[int, ...] = ()
+    groups: int = 1
+
+    @classmethod
+    def linear(cls) -> Geometry:
+        return cls("linear")
+
+    @classmethod
+    def conv(
+        cls,
+        stride: tuple[int, ...],
+        padding: tuple[int, ...] | str,
+        dilation: tuple[int, ...],
+        groups: int = 1,
+    ) -> Geometry:
+        return cls("conv", tuple(stride), padding, tuple(dilation), int(groups))
+
+
+@dataclass(frozen=True)
+class RangeChoice:
+    """The weight range chosen for each output channel of one layer, and the evidence.
+
+    ``half_ranges[o]``: channel ``o`` is quantized with ``scale = amax / half_ranges[o]``
+    (``full_half_range`` for the untouched range). ``sqnr_full`` / ``sqnr_chosen``:
+    layer-output SQNR (dB) against the float layer on the sampled calibration inputs,
+    under the target's arithmetic. ``saturated``: fraction of sampled outputs where a
+    pair overflowed with full-range weights.
+    """
+
+    half_ranges: tuple[float, ...]
+    full_half_range: float
+    sqnr_full: float
+    sqnr_chosen: float
+    saturated: float
+
+    @property
+    def narrowed(self) -> int:
+        """How many channels got a narrower range than the full one."""
+        return sum(h < self.full_half_range for h in self.half_ranges)
+
+    def scale_factors(self) -> Tensor:
+        """Per-channel factors turning full-range scales into the chosen ones."""
+        import torch
+
+        return self.full_half_range / torch.tensor(self.half_ranges, dtype=torch.float64)
+
+
+def _even_channels(t: Tensor, dim: int) -> Tensor:
+    """Pad one zero channel on ``dim`` when odd: oneDNN pads the reduction the same way."""
+    import torch.nn.functional as F
+
+    if t.shape[dim] % 2 == 0:
+        return t
+    pad = [0, 0] * (t.dim() - 1 - dim) + [0, 1]
+    return F.pad(t, pad)
+
+
+def worst_case_pair_sum(weight_q: Tensor, act_max: int = 255) -> int:
+    """The largest ``|x0*w0 + x1*w1|`` any uint8 input in ``[0, act_max]`` can produce.
+
+    ``weight_q``: integer weight codes, ``(out, in / groups, *kernel)`` or ``(out, in)``
+    (pairs never cross a group, so grouped weights need no extra argument). A result
+    above :data:`INT16_MAX` means the op can overflow on a non-VNNI CPU.
+    """
+    import torch
+
+    w = weight_q.detach().to(torch.int64)
+    w = w.reshape(w.shape[0], w.shape[1], -1) if w.dim() > 2 else w.unsqueeze(-1)
+    w = _even_channels(w, 1)
+    pairs = w.reshape(w.shape[0], w.shape[1] // 2, 2, w.shape[2])
+    positive = pairs.clamp(min=0).sum(2)
+    negative = pairs.clamp(max=0).sum(2)
+    worst = torch.maximum(positive, -negative).max()
+    return int(worst) * act_max
+
+
+def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:
+    """Per-output-channel symmetric int8 codes and scales, ``scale = amax / half_range``.
+
+    The same arithmetic as torch's per-channel MinMax observer (scale floored at its eps)
+    and its reference quantization, which rounds half to even and clamps to the dtype
+    only (so the safe range's extreme weight is 64).
+    """
+    import torch
+
+    w = weight.detach().double()
+    amax = w.reshape(w.shape[0], -1).abs().amax(1)
+    eps = torch.finfo(torch.float32).eps
+    scales = torch.clamp(amax / torch.as_tensor(half_ranges, dtype=torch.float64), min=eps)
+    scales = scales.float().double()  # observers hold float32 scales
+    shape = (-1,) + (1,) * (w.dim() - 1)
+    codes = torch.clamp(torch.round(w / scales.reshape(shape)), -128, 127)
+    return codes, scales
+
+
+def _resolve_padding(
+    padding: tuple[int, ...] | str, kernel: tuple[int, ...], dilation: tuple[int, ...]
+) -> list[tuple[int, int]]:
+    if padding == "valid":
+        return [(0, 0)] * len(kernel)
+    if padding == "same":
+        # torch pads 'same' with the odd element on the right
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+        return [(t // 2, t - t // 2) for t in totals]
+    assert not isinstance(padding, str), padding
+    return [(p, p) for p in padding]
+
+
+def _sampled_patches(
+    x: Tensor, kernel: tuple[int, ...], geometry: Geometry, count: int, generator: torch.Generator
+) -> Tensor:
+    """``(count, C, *kernel)`` input patches at random output positions of a conv."""
+    import torch
+    import torch.nn.functional as F
+
+    pads = _resolve_padding(geometry.padding, kernel, geometry.dilation)
+    flat_pad = [p for pair in reversed(pads) for p in pair]
+    view = F.pad(x, flat_pad)
+    for axis, (k, s, d) in enumerate(
+        zip(kernel, geometry.stride, geometry.dilation, strict=True)
+    ):
+        view = view.unfold(2 + axis, (k - 1) * d + 1, s)[..., ::d]
+    batch, spatial = view.shape[0], view.shape[2 : 2 + len(kernel)]
+    total = batch * int(torch.tensor(spatial).prod()) if spatial else batch
+    picks = torch.randint(total, (min(count, total),), generator=generator)
+    index: list[Tensor] = []
+    for size in reversed(spatial):
+        index.append(picks % size)
+        picks = picks // size
+    index.append(picks)
+    index.reverse()
+    batch_idx, *spatial_idx = index
+    patches: Tensor = view[(batch_idx, slice(None), *spatial_idx)]  # type: ignore[index]
+    return patches
+
+
+def _rows(x: Tensor, weight: Tensor, geometry: Geometry, count: int, seed: int) -> Tensor:
+    """Sampled reduction inputs, ``(S, C_in, taps)``: the rows the op multiplies with."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    if geometry.kind == "linear":
+        rows = x.reshape(-1, x.shape[-1])
+        if rows.shape[0] > count:
+            rows = rows[torch.randperm(rows.shape[0], generator=generator)[:count]]
+        return rows.unsqueeze(-1)
+    kernel = tuple(weight.shape[2:])
+    patches = _sampled_patches(x, kernel, geometry, count, generator)
+    return patches.reshape(patches.shape[0], patches.shape[1], -1)
+
+
+def emulate_accumulators(
+    rows_u8: Tensor, weight_q: Tensor, groups: int = 1, saturate: bool = True
+) -> Tensor:
+    """int32 accumulators ``sum(x_u8 * w)`` per (row, output channel), as float64.
+
+    ``rows_u8``: ``(S, C_in, taps)`` uint8 codes; ``weight_q``: ``(O, C_in/groups, taps)``.
+    With ``saturate``, pairs of neighbouring channels are clamped to int16 first, as
+    oneDNN's non-VNNI kernels do; without it, the exact result (VNNI, AMX).
+    """
+    import torch
+
+    x = rows_u8.to(torch.float64)
+    w = weight_q.to(torch.float64)
+    w = w.reshape(w.shape[0], w.shape[1], -1)
+    acc = _grouped_matmul(x, w, groups)
+    return acc + _saturation_error(x, w, groups) if saturate else acc
+
+
+def _saturation_error(x: Tensor, w: Tensor, groups: int) -> Tensor:
+    """What int16 clamping of channel pairs adds to the exact accumulators, ``(S, O)``."""
+    import torch
+
+    out_per_group, in_per_group = w.shape[0] // groups, w.shape[1]
+    error = torch.zeros(x.shape[0], w.shape[0], dtype=torch.float64)
+    for g in range(groups):
+        xg = _even_channels(x[:, g * in_per_group : (g + 1) * in_per_group], 1)
+        wg = _even_channels(w[g * out_per_group : (g + 1) * out_per_group], 1)
+        if xg.shape[1] == 2 and (wg[:, 1] == 0).all():
+            continue  # one real channel paired with padding: |x * w| <= 255 * 128
+        s, c, t = xg.shape
+        xp = xg.reshape(s, c // 2, 2, t)
+        wp = wg.reshape(wg.shape[0], c // 2, 2, t)
+        step = max(1, _CHUNK_ELEMENTS // max(1, s * (c // 2) * t))
+        for start in range(0, wg.shape[0], step):
+            pair = torch.einsum("spct,opct->sopt", xp, wp[start : start + step])
+            clamped = (pair.clamp(INT16_MIN, INT16_MAX) - pair).sum((2, 3))
+            first = g * out_per_group + start
+            error[:, first : first + clamped.shape[1]] = clamped
+    return error
+
+
+def choose_weight_ranges(
+    weight: Tensor,
+    inputs: Tensor,
+    input_qparams: tuple[float, int, int, int],
+    geometry: Geometry,
+    full_qrange: tuple[int, int] = (-128, 127),
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> RangeChoice:
+    """Per output channel, the weight range closest to the float layer on a saturating CPU.
+
+    ``input_qparams``: ``(scale, zero_point, quant_min, quant_max)`` of the layer's uint8
+    input. Full-range weights (under saturation) and each of
+    :data:`CANDIDATE_HALF_RANGES` are run on up to ``samples`` output positions of
+    ``inputs`` (calibration data) and compared with the float layer on the same inputs;
+    each channel keeps the candidate with the smallest error. A channel where nothing
+    overflows keeps the full range, so a layer where nothing overflows is untouched.
+    """
+    import torch
+
+    from qcore.metrics import sqnr
+
+    scale, zero_point, qmin, qmax = input_qparams
+    rows = _rows(inputs.detach().float(), weight, geometry, samples, seed).double()
+    rows_u8 = torch.clamp(torch.round(rows / scale) + zero_point, qmin, qmax)
+    w = weight.detach().double().reshape(weight.shape[0], weight.shape[1], -1)
+    reference = _grouped_matmul(rows, w, geometry.groups)
+    full_half = (full_qrange[1] - full_qrange[0]) / 2
+    halves = [full_half, *(h for h in CANDIDATE_HALF_RANGES if h < full_half)]
+    outputs, errors = [], []
+    overflowed = torch.zeros(weight.shape[0], dtype=torch.bool)
+    saturated = 0.0
+    for index, half in enumerate(halves):
+        codes, w_scale = weight_codes(w, half)
+        acc = _grouped_matmul(rows_u8, codes, geometry.groups)
+        if half * 2 * 255 > INT16_MAX:  # only narrower ranges are overflow-free by design
+            overflow = _saturation_error(rows_u8, codes, geometry.groups)
+            acc = acc + overflow
+            if index == 0:
+                overflowed = (overflow != 0).any(0)
+                saturated = float((overflow != 0).double().mean())
+        # oneDNN subtracts the zero point's contribution exactly, in int32
+        output = (acc - zero_point * codes.sum((1, 2))) * scale * w_scale
+        outputs.append(output)
+        errors.append(((output - reference) ** 2).sum(0))
+    best = torch.stack(errors).argmin(0)
+    best = torch.where(overflowed, best, torch.zeros_like(best))
+    chosen = torch.stack(outputs).gather(0, best.reshape(1, 1, -1).expand(1, *outputs[0].shape))[0]
+    return RangeChoice(
+        tuple(halves[int(i)] for i in best),
+        full_half,
+        sqnr(reference, outputs[0]),
+        sqnr(reference, chosen),
+        saturated,
+    )
+
+
+def _grouped_matmul(rows: Tensor, w: Tensor, groups: int) -> Tensor:
+    """``(S, C, T) x (O, C/groups, T) -> (S, O)``: a grouped conv at sampled positions."""
+    import torch
+
+    out_per_group, in_per_group = w.shape[0] // groups, w.shape[1]
+    parts = [
+        torch.einsum(
+            "sct,oct->so",
+            rows[:, g * in_per_group : (g + 1) * in_per_group],
+            w[g * out_per_group : (g + 1) * out_per_group],
+        )
+        for g in range(groups)
+    ]
+    return torch.cat(parts, 1)

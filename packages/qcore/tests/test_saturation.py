@@ -1,0 +1,174 @@
+"""qcore.saturation: the emulated non-VNNI arithmetic and the per-channel range choice.
+
+Checked against independent references: a plain-Python pairwise int16 accumulation,
+torch's own convolutions, and, on a host without VNNI, oneDNN's int8 kernels themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from qcore import host
+from qcore.metrics import sqnr
+from qcore.saturation import (
+    INT16_MAX,
+    SAFE_HALF_RANGE,
+    Geometry,
+    _rows,
+    choose_weight_ranges,
+    emulate_accumulators,
+    weight_codes,
+    worst_case_pair_sum,
+)
+from qcore.testing.engine import quantized_engine
+
+
+def _python_accumulators(x: list[list[int]], w: list[list[int]]) -> list[list[int]]:
+    """oneDNN's non-VNNI reduction written out: int16-saturated channel pairs, int32 sum."""
+    out = []
+    for row in x:
+        acc_row = []
+        for weights in w:
+            acc = 0
+            for c in range(0, len(row), 2):
+                pair = row[c] * weights[c] + (row[c + 1] * weights[c + 1] if c + 1 < len(row) else 0)
+                acc += max(-32768, min(32767, pair))
+            acc_row.append(acc)
+        out.append(acc_row)
+    return out
+
+
+def test_emulation_matches_a_plain_pairwise_reduction() -> None:
+    gen = torch.Generator().manual_seed(0)
+    for channels in (1, 2, 5, 16):
+        x = torch.randint(0, 256, (7, channels, 1), generator=gen)
+        w = torch.randint(-128, 128, (3, channels, 1), generator=gen)
+        expected = _python_accumulators(x[..., 0].tolist(), w[..., 0].tolist())
+        got = emulate_accumulators(x, w, saturate=True)
+        assert got.tolist() == expected
+        exact = emulate_accumulators(x, w, saturate=False)
+        assert torch.equal(exact, (x[..., 0].double() @ w[..., 0].double().T))
+
+
+def test_depthwise_and_safe_weights_cannot_overflow() -> None:
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(16, 8, 3, 3, generator=gen)
+    full, _ = weight_codes(w, 127.5)
+    safe, _ = weight_codes(w, SAFE_HALF_RANGE)
+    assert worst_case_pair_sum(full) > INT16_MAX
+    assert worst_case_pair_sum(safe) <= INT16_MAX
+    depthwise, _ = weight_codes(torch.randn(16, 1, 3, 3, generator=gen), 127.5)
+    assert worst_case_pair_sum(depthwise) <= INT16_MAX
+    x = torch.full((4, 16, 9), 255)
+    grouped = emulate_accumulators(x, depthwise.reshape(16, 1, 9), groups=16)
+    assert torch.equal(grouped, emulate_accumulators(x, depthwise.reshape(16, 1, 9), 16, False))
+
+
+GEOMETRIES = [
+    (1, Geometry.conv((2,), (1,), (1,))),
+    (2, Geometry.conv((1, 2), (1, 0), (2, 1), groups=2)),
+    (2, Geometry.conv((1, 1), "same", (1, 1))),
+    (3, Geometry.conv((1, 1, 2), (0, 1, 1), (1, 1, 1))),
+]
+
+
+@pytest.mark.parametrize(("dims", "geometry"), GEOMETRIES)
+def test_sampled_rows_are_real_input_patches(dims: int, geometry: Geometry) -> None:
+    """Each sampled row, times the weight, is one output position of torch's conv."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 4, *([7] * dims), generator=gen)
+    w = torch.randn(6, 4 // geometry.groups, *([3] * dims), generator=gen)
+    conv = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
+    reference = conv(x, w, None, geometry.stride, geometry.padding, geometry.dilation,
+                     geometry.groups)
+    positions = reference.transpose(0, 1).reshape(6, -1).T  # (positions, out channels)
+    rows = _rows(x, w, geometry, count=32, seed=0)
+    per_group = 6 // geometry.groups
+    for row in rows:
+        outputs = torch.cat([
+            torch.einsum("ct,oct->o", row[g * w.shape[1]:(g + 1) * w.shape[1]],
+                         w[g * per_group:(g + 1) * per_group].reshape(per_group, w.shape[1], -1))
+            for g in range(geometry.groups)
+        ])
+        assert (positions - outputs).abs().amax(1).min() < 1e-4
+
+
+def _relu_like(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) * 3
+
+
+def test_choice_keeps_full_range_where_nothing_overflows() -> None:
+    w = torch.randn(8, 16, 3, 3, generator=torch.Generator().manual_seed(3)) * 0.1
+    x = _relu_like((2, 16, 8, 8), 4) * 0.01  # codes stay near 0: no pair can overflow
+    choice = choose_weight_ranges(w, x, (3 / 255, 0, 0, 255), Geometry.conv((1, 1), (1, 1), (1, 1)))
+    assert choice.saturated == 0.0 and choice.narrowed == 0
+    assert choice.sqnr_chosen == choice.sqnr_full
+    assert torch.equal(choice.scale_factors(), torch.ones(8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("zero_point", [0, 128])
+def test_choice_narrows_overflowing_channels_and_is_never_worse(zero_point: int) -> None:
+    w = torch.randn(16, 32, 3, 3, generator=torch.Generator().manual_seed(5))
+    x = _relu_like((2, 32, 8, 8), 6) - (1.5 if zero_point else 0)
+    scale = float((x.max() - x.min()) / 255)
+    choice = choose_weight_ranges(w, x, (scale, zero_point, 0, 255),
+                                  Geometry.conv((1, 1), (1, 1), (1, 1)))
+    assert choice.saturated > 0
+    assert 0 < choice.narrowed <= 16
+    assert choice.sqnr_chosen > choice.sqnr_full + 3
+
+
+@pytest.fixture
+def onednn() -> Iterator[None]:
+    with quantized_engine("onednn"):
+        yield
+
+
+def _host_conv(x: torch.Tensor, w: torch.Tensor, half: float, zero_point: int) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor
+]:
+    """oneDNN's quantized conv on this host, and the emulated saturated / exact results."""
+    scale = float((x.max() - x.min()) / 255)
+    xq = torch.quantize_per_tensor(x, scale, zero_point, torch.quint8)
+    codes, w_scale = weight_codes(w, half)
+    wq = torch._make_per_channel_quantized_tensor(
+        codes.to(torch.int8), w_scale, torch.zeros(w.shape[0], dtype=torch.long), 0
+    )
+    conv = torch.ao.nn.quantized.Conv2d(w.shape[1], w.shape[0], 3, padding=1)
+    conv.set_weight_bias(wq, None)
+    exact = F.conv2d(xq.dequantize(), wq.dequantize(), padding=1)
+    conv.scale = float((exact.max() - exact.min()) / 255)
+    conv.zero_point = int(-exact.min() / conv.scale)
+    kernel = conv(xq).dequantize()
+    # every position in order; padding is the zero point's code, as a real zero
+    codes_in = F.pad(xq.int_repr().double(), (1, 1, 1, 1), value=zero_point)
+    cols = F.unfold(codes_in, 3)  # (N, C*9, L)
+    cols = cols.transpose(1, 2).reshape(-1, w.shape[1], 9)
+    flat = codes.reshape(w.shape[0], w.shape[1], 9)
+    comp = zero_point * flat.sum((1, 2))
+    sat = (emulate_accumulators(cols, flat) - comp) * scale * w_scale
+    exa = (emulate_accumulators(cols, flat, saturate=False) - comp) * scale * w_scale
+    as_positions = kernel.permute(0, 2, 3, 1).reshape(-1, w.shape[0]).double()
+    return as_positions, sat, exa
+
+
+@pytest.mark.parametrize(("channels", "zero_point"), itertools.product((3, 32), (0, 100)))
+def test_emulation_predicts_onednn_on_this_host(onednn: None, channels: int, zero_point: int) -> None:
+    """Where the host saturates, the emulation is much closer to oneDNN than exact int8 is;
+    where it does not (VNNI, AMX), oneDNN equals the exact result."""
+    gen = torch.Generator().manual_seed(channels + zero_point)
+    x = torch.rand(2, channels, 10, 10, generator=gen) * 4 - 4 * zero_point / 255
+    w = torch.randn(16, channels, 3, 3, generator=gen)
+    kernel, saturated, exact = _host_conv(x, w, 127.5, zero_point)
+    assert sqnr(exact, saturated) < 35, "the case must overflow for the test to mean anything"
+    if host.probe().saturates_u8s8:
+        assert sqnr(saturated, kernel) > sqnr(exact, kernel) + 10
+    else:
+        assert sqnr(exact, kernel) > sqnr(saturated, kernel) + 10
+    kernel, _, exact = _host_conv(x, w, SAFE_HALF_RANGE, zero_point)
+    assert sqnr(exact, kernel) > 35  # safe weights: only output rounding, on every host
