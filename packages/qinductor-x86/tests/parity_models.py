@@ -335,6 +335,12 @@ def annotations(gm: GraphModule) -> dict[str, Any]:
     return result
 
 
+def quantizing(annotated: dict[str, Any]) -> dict[str, Any]:
+    """The entries that quantize something (specs or an int8 output), without the claimed
+    but empty ones."""
+    return {n: a for n, a in annotated.items() if set(a) - {"annotated"}}
+
+
 class Recording(Quantizer):  # type: ignore[misc]
     """A quantizer that delegates to ``inner`` and records the annotations ``annotate``
     wrote, as ``prepare_pt2e`` / ``prepare_qat_pt2e`` call it."""
@@ -382,15 +388,22 @@ def annotate_with(module: Any, name: str, config: str) -> dict[str, Any]:
 def quantize_with(
     module: Any, name: str, config: str, calib_batches: int = 4
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(quantized output, float output) of model ``name`` quantized by ``module``'s
+    quantizer under ``config``."""
+    return quantize(quantizer_for(module, config), name, CONFIGS[config][1], calib_batches)
+
+
+def quantize(
+    quantizer: Any, name: str, qat: bool = False, calib_batches: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(quantized output, float output) on a held-out batch after calibration (for QAT:
     a few training-mode passes, then eval)."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
-    qat = CONFIGS[config][1]
     model, example = build(name, train=qat)
     reference = copy.deepcopy(model)
-    prepared = prepare(quantizer_for(module, config), model, example, qat)
+    prepared = prepare(quantizer, model, example, qat)
     inputs = MODELS[name][1]
     with torch.no_grad():
         for seed in range(1, calib_batches + 1):
