@@ -182,7 +182,7 @@ def test_convert_names_what_is_missing(backends: None) -> None:
     model, batches = TwoLinears().eval(), _two_linear_batches()
     raw = prepare_fx(model, get_default_qconfig_mapping("onednn"), (batches[0],),
                      backend_config=get_onednn_backend_config())
-    with pytest.raises(ValueError, match="not prepared by qcore.fx.prepare; pass backend="):
+    with pytest.raises(ValueError, match=r"not prepared by qcore\.fx\.prepare; pass backend="):
         qcore.fx.convert(raw)
     assert qcore.fx.convert(raw, backend="fxnative") is not None
     prepared = qcore.fx.prepare(TwoLinears().eval(), "fxnative", batches[0])

@@ -46,7 +46,7 @@ def test_named_targets() -> None:
     assert not host.parse_target("amx").saturates_u8s8
     assert host.parse_target("avx512").saturates_u8s8  # Skylake-SP: AVX-512 without VNNI
     assert not host.parse_target("baseline").saturates_u8s8
-    with pytest.raises(ValueError, match="unknown int8 target 'zen9'.*avx2"):
+    with pytest.raises(ValueError, match=r"unknown int8 target 'zen9'.*avx2"):
         host.parse_target("zen9")
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "all_cases",
     "case",
     "family_cases",
+    "functional_keyword_cases",
     "real_cases",
     "sqnr",
 ]
@@ -248,6 +249,32 @@ class FunctionalOps(nn.Module):
         p = p - 0.25
         result: Tensor = self.out(torch.cat([s, p], dim=1))
         return result
+
+
+class FunctionalKeywords(nn.Module):
+    """Functional convolutions and a linear called the way people write them: keyword
+    arguments (``padding=1``, ``bias=``, ``weight=``), defaults left out, ``'same'``.
+
+    torch's FX lowering reads these calls positionally; ``qcore.fx`` normalizes them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(8, 3, 3, 3) * 0.3)
+        self.b1 = nn.Parameter(torch.randn(8) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(8, 8, 3, 3) * 0.2)
+        self.w3 = nn.Parameter(torch.randn(8, 8, 3) * 0.2)
+        self.w4 = nn.Parameter(torch.randn(4, 8, 1, 1, 1) * 0.3)
+        self.w5 = nn.Parameter(torch.randn(10, 64) * 0.2)
+        self.b5 = nn.Parameter(torch.randn(10) * 0.1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(F.conv2d(x, self.w1, self.b1, padding=1))
+        y = F.relu(F.conv2d(y, weight=self.w2, stride=2, padding=1))
+        z = F.relu(F.conv1d(y.flatten(2), self.w3, padding="same", dilation=1))
+        v = F.conv3d(z.reshape(z.shape[0], 8, 4, 2, 2), self.w4, bias=None)
+        out: Tensor = F.linear(v.flatten(1), weight=self.w5, bias=self.b5)
+        return out
 
 
 # ------------------------------------------------------------------------- family models
@@ -573,6 +600,16 @@ def _other_cases() -> Iterable[ModelCase]:
     )
 
 
+def functional_keyword_cases() -> list[ModelCase]:
+    """Models whose functional calls use keywords and defaults: torch's raw FX convert
+    fails on them, ``qcore.fx`` must not. Not part of :func:`all_cases`."""
+    return [
+        ModelCase(
+            "functional_keywords", FunctionalKeywords, _image(8, 8), frozenset({"conv2d", "linear"})
+        )
+    ]
+
+
 def real_cases() -> list[ModelCase]:
     """The realistic models: ResNet-, MobileNet-, transformer-, RNN-style, functional ops."""
     return _real()
@@ -590,7 +627,7 @@ def all_cases() -> list[ModelCase]:
 
 def case(name: str) -> ModelCase:
     """The case called ``name``; a ``KeyError`` lists the known names otherwise."""
-    cases = {c.name: c for c in all_cases()}
+    cases = {c.name: c for c in [*all_cases(), *functional_keyword_cases()]}
     if name not in cases:
         raise KeyError(f"no model case {name!r}; known: {', '.join(sorted(cases))}")
     return cases[name]
