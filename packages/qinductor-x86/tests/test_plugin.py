@@ -37,8 +37,20 @@ def test_descriptors_load_through_entry_points(kind: str) -> None:
     assert descriptor.api_version == qcore.PLUGIN_API_VERSION
 
 
-@pytest.mark.parametrize("get", [qcore.get_lowering, qcore.get_quantizer])
+@pytest.mark.parametrize("get", [qcore.get_lowering])
 def test_unimplemented_parts_fail_naming_the_distribution(get: object) -> None:
     REGISTRY.reset()
     with pytest.raises(qcore.PluginError, match=r"qinductor-x86 .*not implemented"):
         get("x86")  # type: ignore[operator]
+
+
+def test_the_quantizer_loads_through_its_entry_point() -> None:
+    from qinductor_x86.quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    REGISTRY.reset()
+    quantizer = qcore.get_quantizer("x86", is_qat=True)
+    assert isinstance(quantizer, X86InductorQuantizer)
+    assert quantizer.global_config is get_default_x86_inductor_quantization_config(is_qat=True)
