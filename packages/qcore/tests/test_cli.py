@@ -77,3 +77,20 @@ def test_show_reports_a_broken_kind_and_still_shows_the_others(
     out = capsys.readouterr().out
     assert "backend chip (qchip 1.0): 1 patterns" in out
     assert "lowering chip: error:" in out and "qchip_show_missing" in out
+
+
+def test_host_names_this_cpu_and_a_different_target(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from qcore import host
+
+    monkeypatch.delenv(host.ENV_TARGET, raising=False)
+    assert main(["host"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"this CPU: {host.probe().isa}\n")
+    assert "target" not in out
+    monkeypatch.setenv(host.ENV_TARGET, "amx" if host.probe().isa != "amx" else "avx2")
+    assert main(["host"]) == 0
+    out = capsys.readouterr().out
+    assert f"target ({host.ENV_TARGET}): " in out
+    assert all(len(line) <= 80 for line in out.splitlines())

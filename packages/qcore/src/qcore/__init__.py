@@ -4,6 +4,9 @@
 Plugins are discovered from entry-point metadata and imported on first use.
 """
 
+import importlib
+from types import ModuleType
+
 from qcore._version import __version__
 from qcore.api import (
     explain_not_quantized,
@@ -29,3 +32,13 @@ __all__ = [
     "get_quantizer",
     "list_plugins",
 ]
+
+#: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``);
+#: each imports torch, so none is imported until used.
+_LAZY_SUBMODULES = frozenset({"fx", "host", "metrics", "saturation", "testing", "weight_ranges"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"qcore.{name}")
+    raise AttributeError(f"module 'qcore' has no attribute {name!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from qcore.annotation.registry import ANNOTATORS
 from qcore.errors import PluginConflictError, PluginError
 from qcore.plugin_api import FactoryRef, Lowering, resolve
 from qcore.plugins import REGISTRY, PluginInfo
@@ -177,16 +178,17 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
 def install_quantizer_extensions(name: str) -> None:
     """Register the annotators that extension distributions add to quantizer ``name``.
 
-    Idempotent; quantizer classes built on qcore's registry call it too, so extensions
-    apply whether a quantizer is built through qcore or directly.
+    Idempotent. Installed as the annotator registry's extension installer below, so a
+    quantizer class built on the registry gets its extensions however it is built.
     """
-    from qcore.annotation.registry import ANNOTATORS
-
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
     for ext_dist, ext in REGISTRY.extensions("quantizer-extension", name):
         for annotator in _extension_items(ext_dist, ext, ext.annotators):
             ANNOTATORS.add(namespace, annotator, source=ext_dist)
+
+
+ANNOTATORS.extension_installer = install_quantizer_extensions
 
 
 def get_lowering(name: str) -> Lowering:

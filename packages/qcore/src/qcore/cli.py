@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -106,6 +107,20 @@ def _disabled(kind: str, name: str) -> bool:
     return any(p.status == "disabled" for p in REGISTRY.info() if (p.kind, p.name) == (kind, name))
 
 
+def _cmd_host(args: argparse.Namespace) -> int:
+    from qcore.host import probe, target
+
+    here, chosen = probe(), target()
+    entries = [("this CPU", here)]
+    if chosen != here:
+        entries.append((f"target ({chosen.source})", chosen))
+    for label, cpu in entries:
+        print(f"{label}: {cpu.isa}")
+        print(textwrap.fill(cpu.describe(), width=78, initial_indent="  ",
+                            subsequent_indent="  "))
+    return 0
+
+
 def _cmd_demo(_: argparse.Namespace) -> int:
     from qcore.demo import run_demo
 
@@ -127,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     check.set_defaults(func=_cmd_check)
+    sub.add_parser(
+        "host", help="what this CPU (and the named target, QCORE_INT8_TARGET) does for int8"
+    ).set_defaults(func=_cmd_host)
     sub.add_parser("demo", help="quantize a small model end to end").set_defaults(func=_cmd_demo)
     return parser
 

@@ -6,7 +6,9 @@ installed is reported as such, a flow that fails or loses accuracy fails the dem
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -46,29 +48,16 @@ def _model() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 
 def _fx_flow(backend: str, engine: str | None) -> Callable[[], float]:
-    """prepare_fx / calibrate / convert; with ``engine`` None, to the reference
-    representation (what ExecuTorch consumes), else to that quantized engine's kernels."""
+    """``qcore.fx.quantize``: the backend's convert (native kernels of quantized engine
+    ``engine``, or the reference representation ExecuTorch consumes)."""
 
     def run() -> float:
-        from torch.ao.quantization.quantize_fx import (
-            convert_fx,
-            convert_to_reference_fx,
-            prepare_fx,
-        )
-
-        from qcore.api import get_backend_config, get_qconfig_mapping
+        from qcore.fx import quantize
 
         model, example = _model()
         expected = model(*example)
-        config = get_backend_config(backend)
-        mapping = get_qconfig_mapping(backend, model=model)
-        prepared = prepare_fx(copy.deepcopy(model), mapping, example, backend_config=config)
-        prepared(*example)
-        if engine is None:
-            converted = convert_to_reference_fx(prepared, backend_config=config)
-            return sqnr(expected, converted(*example))
-        with quantized_engine(engine):
-            converted = convert_fx(prepared, backend_config=config)
+        with quantized_engine(engine) if engine is not None else contextlib.nullcontext():
+            converted = quantize(copy.deepcopy(model), backend, [example])
             return sqnr(expected, converted(*example))
 
     return run
@@ -94,8 +83,8 @@ def _pt2e_flow(quantizer_name: str) -> Callable[[], float]:
 
 
 FLOWS: list[tuple[str, str, Callable[[], float]]] = [
-    ("FX, convert_fx", "onednn", _fx_flow("onednn", "onednn")),
-    ("FX, reference representation", "executorch", _fx_flow("executorch", None)),
+    ("FX (qcore.fx)", "onednn", _fx_flow("onednn", "onednn")),
+    ("FX (qcore.fx), reference representation", "executorch", _fx_flow("executorch", None)),
     ("PT2E", "xnnpack", _pt2e_flow("xnnpack")),
 ]
 
@@ -105,6 +94,20 @@ def _no_grad(run: Callable[[], float]) -> float:
 
     with torch.no_grad():
         return run()
+
+
+def _print_host() -> None:
+    """The host's int8 capability, once, when it limits accuracy or speed."""
+    from qcore.host import probe, target
+
+    here, chosen = probe(), target()
+    notes = []
+    if here.saturates_u8s8 or not here.x86:
+        notes.append(f"Note: {here.describe()}.")
+    if chosen != here:
+        notes.append(f"Building for another CPU ({chosen.source}): {chosen.describe()}.")
+    for note in notes:
+        print("\n" + textwrap.fill(note, width=78))
 
 
 def run_demo() -> int:
@@ -118,6 +121,7 @@ def run_demo() -> int:
             [[p.kind, p.name, p.distribution, p.version, p.status] for p in plugins],
         )
     )
+    _print_host()
     print("\nQuantizing a conv-bn-relu-pool-linear model (SQNR against float, higher is better):")
     rows, failed = [], False
     for flow, name, run in FLOWS:

@@ -72,11 +72,9 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         self.filter_fn: NodeFilter | None = None
         self.enabled_opt_in: set[str] = set()
         if self.plugin_name is not None:
-            from qcore.api import install_quantizer_extensions
-
             # constructed outside an installed distribution: no extensions to add
             with contextlib.suppress(PluginNotFoundError):
-                install_quantizer_extensions(self.plugin_name)
+                ANNOTATORS.install_extensions(self.plugin_name)
 
     # -- scoping API (upstream names) ---------------------------------------------------
 

@@ -117,11 +117,28 @@ class _Namespace:
         return self.own + self.added
 
 
+#: ``install(plugin_name)``: registers the annotators that installed extension
+#: distributions add to quantizer plugin ``plugin_name`` (idempotent).
+ExtensionInstaller = Callable[[str], None]
+
+
 class AnnotatorRegistry:
-    """Namespaced, ordered annotators. The owner's list comes first, extensions after."""
+    """Namespaced, ordered annotators. The owner's list comes first, extensions after.
+
+    Extensions come from installed distributions, which this layer does not know about:
+    the plugin layer (``qcore.api``) sets :attr:`extension_installer`, and quantizers call
+    :meth:`install_extensions`, so a quantizer built directly gets them too.
+    """
 
     def __init__(self) -> None:
         self._namespaces: dict[str, _Namespace] = {}
+        self.extension_installer: ExtensionInstaller | None = None
+
+    def install_extensions(self, plugin_name: str) -> None:
+        """Add the installed extensions of quantizer plugin ``plugin_name`` (if a plugin
+        layer is present; without one there are no installed extensions to add)."""
+        if self.extension_installer is not None:
+            self.extension_installer(plugin_name)
 
     def define(self, namespace: str, annotators: Iterable[Annotator], *, source: str) -> None:
         """Set ``namespace``'s own ordered annotators; idempotent for the same ``source``."""
