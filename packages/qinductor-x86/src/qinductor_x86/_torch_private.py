@@ -33,22 +33,20 @@ from collections.abc import Sequence as _Sequence  # noqa: E402
 from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 from typing import Any as _Any  # noqa: E402
 
-if _TYPE_CHECKING:  # the lazily imported names, for type checkers
+if _TYPE_CHECKING:  # the lazily imported names, re-exported for type checkers
     import torch
-    from torch._inductor.custom_graph_pass import CustomGraphPass  # noqa: F401
-    from torch._inductor.pattern_matcher import (  # noqa: F401
-        Arg,
-        CallFunction,
-        Ignored,
-        KeywordArg,
-        ListOf,
-        Match,
-        PatternExpr,
-        PatternMatcherPass,
-        fwd_only,
-        fx_to_pattern,
-        register_graph_pattern,
-    )
+    from torch._inductor.custom_graph_pass import CustomGraphPass as CustomGraphPass  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import Arg as Arg  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import CallFunction as CallFunction  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import Ignored as Ignored  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import KeywordArg as KeywordArg  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import ListOf as ListOf  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import Match as Match  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import PatternExpr as PatternExpr  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import PatternMatcherPass as PatternMatcherPass  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import fwd_only as fwd_only  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import fx_to_pattern as fx_to_pattern  # noqa: PLC0414
+    from torch._inductor.pattern_matcher import register_graph_pattern as register_graph_pattern  # noqa: PLC0414
 
 _LAZY_INDUCTOR_NAMES = {
     "CustomGraphPass": "torch._inductor.custom_graph_pass",
@@ -209,6 +207,15 @@ def _meta_value(node: torch.fx.Node) -> _Any:
     if node.op == "get_attr":
         return _attribute(node.graph.owning_module, str(node.target))
     return node.meta.get("val")
+
+
+def quantized_decomposed_ops() -> _Any:
+    """``torch.ops.quantized_decomposed``, the q/dq ops of PT2E graphs, registered first
+    (torch defines them in a private module that ``import torch`` does not load)."""
+    import torch
+    import torch.ao.quantization.fx._decomposed
+
+    return torch.ops.quantized_decomposed
 
 
 def builtin_x86_passes() -> dict[str, bool]:

@@ -1,0 +1,83 @@
+"""``qcore.get_lowering("x86")``: install, uninstall, use as a context manager, report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import TracebackType
+from typing import Any
+
+from qinductor_x86.lowering.report import GraphRecord, LoweringReport
+
+
+class X86Lowering:
+    """oneDNN int8 lowering for TorchInductor, installed only while you ask for it.
+
+    ``install()`` adds three custom passes to Inductor's config hooks, after any passes
+    already there; ``uninstall()`` takes exactly those out again. Installing twice is
+    harmless; ``with lowering:`` installs for the block (and leaves an earlier explicit
+    install in place). Compile with ``torch._inductor.config.freezing = True`` under
+    ``torch.no_grad()``. ``report()`` describes the graphs compiled since the last install.
+    """
+
+    def __init__(self) -> None:
+        self._installed: list[Any] = []
+        self._entered: list[bool] = []
+        self._report = LoweringReport(target="(not installed yet)")
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._installed)
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        from qcore.host import target
+        from qinductor_x86 import _torch_private as private
+        from qinductor_x86.lowering import hooks, passes
+
+        made = passes.make_passes(self)
+        self._report = LoweringReport(
+            target=target().describe(), other_passes=private.builtin_x86_passes()
+        )
+        self._installed = [hooks.add(hook, p) for hook, p in made.items()]
+
+    def uninstall(self) -> None:
+        from qinductor_x86.lowering import hooks
+
+        for installed in reversed(self._installed):
+            hooks.remove(installed)
+        self._installed = []
+
+    def report(self) -> LoweringReport:
+        """A snapshot: each pattern lowered with counts, the int8 kernels, and every
+        quantize/dequantize left in float with the reason."""
+        now = self._report
+        graphs = [
+            GraphRecord(Counter(g.lowered), list(g.left_in_float), g.int8_kernels)
+            for g in now.graphs
+        ]
+        return LoweringReport(now.target, dict(now.other_passes), graphs, now.lift_ups)
+
+    # called by the passes ------------------------------------------------------------
+
+    def add_graph(self, record: GraphRecord) -> None:
+        self._report.graphs.append(record)
+
+    def note_lift_up(self, lifted: int) -> None:
+        self._report.lift_ups += lifted
+
+    # context manager ----------------------------------------------------------------
+
+    def __enter__(self) -> X86Lowering:
+        self._entered.append(not self.installed)
+        self.install()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._entered.pop():
+            self.uninstall()

@@ -1,0 +1,92 @@
+"""The three Inductor custom passes one install adds, and what each reports back.
+
+* before autograd tracing (``pre_grad_custom_pass``): quant lift-up;
+* on the inference graph, before freezing (``joint_custom_pre_pass``): everything else;
+* after Inductor's own post-grad patterns (``post_grad_custom_post_pass``): the
+  ``*_lower_*`` counters for kernels torch's lowering patterns did not claim (when torch's
+  copy is registered, its patterns count them; otherwise this pass does, so the counters
+  mean the same either way).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch.fx import Graph
+
+from qcore.host import target
+from qinductor_x86 import _torch_private as private
+from qinductor_x86._version import __version__
+from qinductor_x86.lowering import ops, pipeline
+from qinductor_x86.lowering.counters import bump
+from qinductor_x86.lowering.liftup import lift_quantizes
+
+if TYPE_CHECKING:
+    from qinductor_x86.lowering.api import X86Lowering
+
+_SOURCES = tuple(str(p) for p in sorted(Path(__file__).parent.glob("*.py")))
+
+#: Kernel -> torch's counter family for lowering it to an external kernel.
+_LOWER_FAMILY = {
+    ops.QCONV: "qconv_unary_lower",
+    ops.onednn.qconv_pointwise.tensor: "qconv_unary_lower",
+    ops.QCONV_BINARY: "qconv2d_binary_lower",
+    ops.onednn.qconv2d_pointwise.binary_tensor: "qconv2d_binary_lower",
+    ops.QLINEAR: "qlinear_unary_lower",
+    ops.QLINEAR_TENSOR: "qlinear_unary_lower",
+    ops.QLINEAR_BINARY: "qlinear_binary_lower",
+    ops.QLINEAR_BINARY_TENSOR: "qlinear_binary_lower",
+}
+
+
+class NoInt8KernelsWarning(UserWarning):
+    """A quantized graph compiled without a single oneDNN int8 kernel."""
+
+
+class _Pass(private.CustomGraphPass):
+    def __init__(self, owner: X86Lowering) -> None:
+        self.owner = owner
+
+    def uuid(self) -> bytes:
+        # the rewrites depend on this package's code and on the CPU it targets
+        return private.files_hash(_SOURCES, f"{__version__}:{target().isa}:{type(self).__name__}")
+
+
+class LiftUp(_Pass):
+    def __call__(self, graph: Graph) -> None:
+        lifted = lift_quantizes(graph)
+        if lifted:
+            self.owner.note_lift_up(lifted)
+
+
+class Lower(_Pass):
+    def __call__(self, graph: Graph) -> None:
+        if not pipeline.is_quantized(graph):
+            return
+        record = pipeline.lower(graph, target())
+        self.owner.add_graph(record)
+        if record.int8_kernels == 0:
+            reasons = sorted({node.reason for node in record.left_in_float})
+            warnings.warn(
+                "qinductor-x86: a quantized graph compiled to zero oneDNN int8 kernels; "
+                + "; ".join(reasons[:3]),
+                NoInt8KernelsWarning,
+                stacklevel=2,
+            )
+
+
+class CountLowerings(_Pass):
+    def __call__(self, graph: Graph) -> None:
+        for node in graph.nodes:
+            family = _LOWER_FAMILY.get(node.target)
+            if family is not None:
+                bump(family, 1)
+
+
+def make_passes(owner: X86Lowering) -> dict[str, Any]:
+    """Hook name -> a fresh pass of ``owner``'s."""
+    pipeline.pattern_passes()  # trace the tables now, outside any compile
+    hooks = private.INDUCTOR_HOOKS
+    return {hooks[0]: LiftUp(owner), hooks[1]: Lower(owner), hooks[2]: CountLowerings(owner)}

@@ -1,0 +1,219 @@
+"""oneDNN weight prepack: a dequantized conv or linear becomes one oneDNN int8 kernel.
+
+The family is the table :data:`FORMS`: each row is the float computation the converted
+graph performs on dequantized operands, written as PyTorch and traced. A linear on a 3-D
+input is a reshape / mm / reshape in Inductor's graph, on a strided 3-D input an expand /
+bmm (/ add), and with a bias an addmm: tracing the one ``F.linear`` at those shapes yields
+each form. Every row is traced for float32 and for int8-mixed-bf16 (``to(bfloat16)`` on
+both operands), and linear rows also with run-time (dynamic) activation qparams.
+
+The weight is prepacked here, from its frozen value, as torch's freezing pass would; an op
+that can saturate the target's kernels is split exactly into two kernels (``saturation``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.fx import Node
+
+from qinductor_x86 import _torch_private as private
+from qinductor_x86.lowering import ops, saturation, tracing
+from qinductor_x86.lowering.context import CompileContext, current, val
+
+
+@dataclass(frozen=True)
+class Form:
+    """One spelling of a conv or linear in Inductor's graph, as the float code that makes it.
+
+    ``x_shape``/``x_strides`` give the traced activation (a strided one yields the bmm form).
+    """
+
+    name: str
+    kind: str
+    compute: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    transposed_input: bool = False
+
+
+def _grouped_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return F.conv2d(x, w, b, groups=int(tracing.MAGIC["groups"]))
+
+
+FORMS = (
+    Form("conv", "conv", _grouped_conv, (2, 10, 7, 7), (10, 2, 3, 3)),
+    Form("linear", "linear", F.linear, (4, 16), (8, 16)),
+    Form("linear, 3-D input", "linear", F.linear, (2, 3, 16), (8, 16)),
+    Form("linear, strided 3-D input", "linear", F.linear, (3, 2, 16), (8, 16), True),
+)
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _example(form: Form, dtype: torch.dtype, bias: bool, dynamic: bool) -> list[Any]:
+    x = torch.randint(0, 255, form.x_shape, dtype=torch.uint8)
+    if form.transposed_input:
+        x = x.transpose(0, 1)
+    out = form.w_shape[0]
+    examples: list[Any] = [
+        x,
+        torch.randint(-128, 127, form.w_shape, dtype=torch.int8),
+        torch.rand(out),
+        torch.zeros(out, dtype=torch.int64),
+    ]
+    if bias:
+        examples.append(torch.rand(out, dtype=dtype))
+    if dynamic:
+        examples += [torch.tensor(0.05), torch.tensor(3)]
+    return examples
+
+
+def _region(form: Form, dtype: torch.dtype, bias: bool, dynamic: bool) -> Callable[..., Any]:
+    def region(*args: Any) -> torch.Tensor:
+        x, w, w_scale, w_zp, *rest = args
+        b = rest.pop(0) if bias else None
+        xa = tracing.dq_activation(x, *rest) if dynamic else tracing.dq_activation(x)
+        wa = tracing.dq_weight(w, w_scale, w_zp)
+        if dtype != torch.float32:
+            xa, wa = xa.to(dtype), wa.to(dtype)
+        return form.compute(xa, wa, b)
+
+    return region
+
+
+def register(pass_dict: Any) -> None:
+    """Trace every row of the table and register it into ``pass_dict``."""
+    for form, dtype, bias, dynamic in itertools.product(FORMS, DTYPES, (True, False), (False, True)):
+        if dynamic and form.kind == "conv":
+            continue  # dynamic quantization applies to linear layers only
+        argnames = ["x", "w", "w_scale", "w_zp", *(["b"] if bias else [])]
+        argnames += ["x_scale", "x_zp"] if dynamic else []
+        pattern = tracing.trace(
+            _region(form, dtype, bias, dynamic),
+            _example(form, dtype, bias, dynamic),
+            argnames,
+            scalars=(*tracing.activation_scalars(dynamic), "w_qmin", "w_qmax")
+            + (("groups",) if form.kind == "conv" else ()),
+        )
+        private.register_graph_pattern(
+            pattern, extra_check=_checker(form), pass_dict=pass_dict
+        )(_rewriter(form, dynamic))
+
+
+def _first(match: Any, targets: Any) -> Node:
+    found: Node = next(n for n in match.nodes if n.target in targets)
+    return found
+
+
+def _checker(form: Form) -> Callable[[Any], bool]:
+    def check(match: Any) -> bool:
+        ctx = current()
+        compute = _first(match, ops.COMPUTE)
+        kwargs = match.kwargs
+        x = val(kwargs["x"])
+        if x is None or ctx.constant(kwargs["w"]) is None:
+            return ctx.decline(compute, "its weight is not a frozen constant")
+        if kwargs["x_qmin"] < 0 or kwargs["x_qmax"] > 255:
+            return ctx.decline(compute, "its activation is not uint8")
+        if kwargs["w_qmin"] < -128 or kwargs["w_qmax"] > 127:
+            return ctx.decline(compute, "its weight is not int8")
+        if form.kind == "conv":
+            if x.dim() not in (3, 4):
+                return ctx.decline(compute, f"a {x.dim() - 2}-D convolution has no lowering here")
+            if ctx.constant(kwargs["w_scale"]) is None:
+                return ctx.decline(compute, "its weight scales are not frozen constants")
+            return True
+        return _linear_layout_ok(match, x, kwargs) or ctx.decline(
+            compute, "its weight is not used as a plain transposed matrix"
+        )
+
+    return check
+
+
+def _linear_layout_ok(match: Any, x: torch.Tensor, kwargs: dict[str, Any]) -> bool:
+    """The wildcard sizes are what a linear layer produces: ``w.t()``, and for the bmm
+    form an activation expand that is the identity and a weight broadcast over batches."""
+    permute = _first(match, (ops.aten.permute.default,))
+    if list(permute.args[1]) != [1, 0]:  # type: ignore[arg-type]
+        return False
+    by_operand = {n.args[0] is permute: n for n in match.nodes if n.target is ops.aten.expand.default}
+    if not by_operand:
+        return True
+    w, w_expand, act_expand = val(kwargs["w"]), by_operand[True], by_operand[False]
+    return (
+        list(act_expand.args[1]) == list(x.shape)
+        and list(w_expand.args[1]) == [x.shape[0], w.shape[1], w.shape[0]]
+    )
+
+
+def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
+    family = f"q{form.kind}_weight_prepack_matcher"
+
+    def rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
+        ctx = current()
+        out = match.output_node()
+        compute = _first(match, ops.COMPUTE)
+        weight = ctx.constant(kwargs["w"])
+        assert weight is not None
+        verdict = saturation.judge(weight, int(kwargs["x_qmax"]), ctx.target)
+        dtype = val(out).dtype
+        emit = _Emitter(ctx, form, dynamic, compute, kwargs)
+        with ctx.graph.inserting_before(out):
+            if verdict.split:
+                hi, lo = saturation.halves(weight)
+                result = ctx.call(
+                    ops.aten.add.Tensor, (emit(hi, kwargs.get("b"), dtype), emit(lo, None, dtype))
+                )
+                ctx.record(
+                    f"{form.kind} split into two non-saturating halves "
+                    f"({compute.name}: worst pair sum {verdict.worst} > 32767 on "
+                    f"{ctx.target.isa})"
+                )
+            else:
+                result = emit(weight, kwargs.get("b"), dtype)
+        out.replace_all_uses_with(result)
+        match.erase_nodes()
+        precision = "int8-mixed-bf16" if dtype == torch.bfloat16 else "int8-mixed-fp32"
+        ctx.record(f"{form.name} weight prepack ({precision})", family, len(match.nodes))
+
+    return rewrite
+
+
+class _Emitter:
+    """Builds one prepacked kernel for a given weight: its constant and its call."""
+
+    def __init__(
+        self, ctx: CompileContext, form: Form, dynamic: bool, compute: Node, kwargs: dict[str, Any]
+    ) -> None:
+        self.ctx, self.form, self.dynamic, self.kwargs = ctx, form, dynamic, kwargs
+        x = val(kwargs["x"])
+        self.x_shape = None if _symbolic(x.shape) else list(x.shape)
+        self.conv_args = tuple(compute.args[i] for i in (3, 4, 5, 8)) if form.kind == "conv" else ()
+
+    def __call__(self, weight: torch.Tensor, bias: Any, dtype: torch.dtype) -> Node:
+        k = self.kwargs
+        if self.form.kind == "conv":
+            stride, padding, dilation, groups = self.conv_args
+            w_scale = self.ctx.constant(k["w_scale"])
+            packed = torch.ops.onednn.qconv_prepack(
+                weight, w_scale, k["x_scale"], k["x_zp"], stride, padding, dilation,
+                groups, self.x_shape,
+            )
+        else:
+            packed = torch.ops.onednn.qlinear_prepack(weight, self.x_shape)
+        packed_node = self.ctx.constant_node("_qinductor_x86_packed", packed)
+        head = (k["x"], k["x_scale"], k["x_zp"], packed_node, k["w_scale"], k["w_zp"], bias)
+        tail: tuple[Any, ...] = (1.0, 0, dtype, "none", [], "")
+        if self.form.kind == "conv":
+            return self.ctx.call(ops.QCONV, (*head, *self.conv_args, *tail))
+        target = ops.QLINEAR_TENSOR if self.dynamic else ops.QLINEAR
+        return self.ctx.call(target, (*head, *tail))
+
+
+def _symbolic(shape: Any) -> bool:
+    return any(not isinstance(s, int) for s in shape)
