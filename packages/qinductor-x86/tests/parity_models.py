@@ -25,8 +25,8 @@ from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
 
 class BasicBlock(nn.Module):
-    """torchvision's ResNet block; ``reuse_relu`` calls one ReLU at both sites, as
-    torchvision does."""
+    """torchvision's ResNet block. With ``reuse_relu`` it calls its one ``self.relu`` at
+    both sites, exactly as torchvision does; otherwise each site has its own ReLU."""
 
     def __init__(self, cin: int, cout: int, stride: int = 1, reuse_relu: bool = False) -> None:
         super().__init__()
@@ -35,7 +35,7 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(cout)
-        self.relu2 = self.relu if reuse_relu else nn.ReLU(inplace=True)
+        self.relu2 = None if reuse_relu else nn.ReLU(inplace=True)
         self.downsample = (
             nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
             if stride != 1 or cin != cout
@@ -47,6 +47,8 @@ class BasicBlock(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         out += identity
+        if self.relu2 is None:
+            return self.relu(out)  # type: ignore[no-any-return]
         return self.relu2(out)  # type: ignore[no-any-return]
 
 
@@ -219,7 +221,7 @@ def _inputs(*shape: int) -> Callable[[int], tuple[torch.Tensor, ...]]:
     return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
 
 
-#: name -> (model factory, example-input factory by seed)
+#: The parity zoo: name -> (model factory, example-input factory by seed)
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
     "resnet": (ResNet, _inputs(2, 3, 16, 16)),
     "mobilenet": (MobileNet, _inputs(2, 3, 16, 16)),
@@ -229,6 +231,53 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Ten
     "conv1d": (Conv1dNet, _inputs(2, 4, 10)),
     "functional": (Functional, _inputs(2, 3, 8, 8)),
 }
+
+
+class ReusedConv(nn.Module):
+    """One conv and one ReLU module, each called at two sites (a weight-tied stack)."""
+
+    def __init__(self, tied_twin: bool = False) -> None:
+        super().__init__()
+        self.conv, self.relu = nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()
+        if tied_twin:  # the same computation with one module per site
+            self.conv2, self.relu2 = copy.deepcopy(self.conv), nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.relu(self.conv(x))
+        if hasattr(self, "conv2"):
+            return self.relu2(self.conv2(y))  # type: ignore[no-any-return]
+        return self.relu(self.conv(y))  # type: ignore[no-any-return]
+
+
+class ReusedReLU(nn.Module):
+    """Linears sharing one ReLU module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(12, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc3(self.relu(self.fc2(self.relu(self.fc1(x)))))  # type: ignore[no-any-return]
+
+
+#: Models calling one module at several sites, each with its twin: the same computation
+#: and weights with one module per call site (node names equal, so annotations compare).
+REUSED: dict[
+    str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]], str]
+] = {
+    "resnet_reused": (lambda: ResNet(reuse_relu=True), MODELS["resnet"][1], "resnet"),
+    "conv_reused": (ReusedConv, _inputs(2, 4, 8, 8), "conv_tied_twin"),
+    "relu_reused": (ReusedReLU, _inputs(4, 12), "relu_reused"),
+}
+TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), _inputs(2, 4, 8, 8))}
+
+
+def _lookup(name: str) -> tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]:
+    """The parity zoo, the reused-module models and their twins, by name."""
+    reused = {n: (factory, inputs) for n, (factory, inputs, _) in REUSED.items()}
+    return {**MODELS, **reused, **TWINS}[name]
+
 
 #: config name -> (quantizer configuration, QAT?). ``configure(module, quantizer)`` takes
 #: the module holding ``get_default_x86_inductor_quantization_config`` (torchao's or
@@ -256,7 +305,7 @@ CONFIGS: dict[str, tuple[Configure, bool]] = {
 
 def build(name: str, train: bool = False) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
-    factory, inputs = MODELS[name]
+    factory, inputs = _lookup(name)
     return factory().train(train), inputs(0)
 
 
@@ -404,7 +453,7 @@ def quantize(
     model, example = build(name, train=qat)
     reference = copy.deepcopy(model)
     prepared = prepare(quantizer, model, example, qat)
-    inputs = MODELS[name][1]
+    inputs = _lookup(name)[1]
     with torch.no_grad():
         for seed in range(1, calib_batches + 1):
             prepared(*inputs(seed))
