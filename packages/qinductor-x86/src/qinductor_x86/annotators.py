@@ -216,7 +216,14 @@ def _mul_why_not(node: Node, config: QuantizationConfig) -> str | None:
 def _add_why_not(node: Node, config: QuantizationConfig) -> str | None:
     if node.target not in ADD:
         return None
-    return "an add is quantized only as a post-op of an nn.Conv2d / nn.Linear it follows"
+    if not all(isinstance(a, Node) for a in node.args[:2]):
+        return "adds a Python scalar: only an add of two tensors fuses into a conv / linear"
+    if is_annotated([node]):
+        return (
+            "fused into the nn.Linear before it as its post-op; it shows as float because "
+            "its other input stays float by design (as upstream)"
+        )
+    return "an add is quantized only as the post-op of the nn.Conv2d / nn.Linear it follows"
 
 
 # -- registration ----------------------------------------------------------------------
