@@ -114,7 +114,9 @@ def test_conv_plus_scalar_quantizes_where_torchao_fails() -> None:
     with pytest.raises(AssertionError):
         prepare_pt2e(
             pm.exported(model, (x,)),
-            REF.X86InductorQuantizer().set_global(REF.get_default_x86_inductor_quantization_config()),
+            REF.X86InductorQuantizer().set_global(
+                REF.get_default_x86_inductor_quantization_config()
+            ),
         )
     prepared = prepare_pt2e(pm.exported(model, (x,)), qcore.get_quantizer("x86"))
     prepared(x)
@@ -130,8 +132,7 @@ def test_conv_plus_scalar_quantizes_where_torchao_fails() -> None:
 def _reasons(model: str, quantizer: X86InductorQuantizer) -> dict[str, tuple[str, str]]:
     built, example = pm.build(model)
     return {
-        r.node: (r.reason, r.detail)
-        for r in qcore.explain_not_quantized(built, quantizer, example)
+        r.node: (r.reason, r.detail) for r in qcore.explain_not_quantized(built, quantizer, example)
     }
 
 
