@@ -273,7 +273,7 @@ REUSED: dict[
 TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), _inputs(2, 4, 8, 8))}
 
 
-def _lookup(name: str) -> tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]:
+def lookup(name: str) -> tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]:
     """The parity zoo, the reused-module models and their twins, by name."""
     reused = {n: (factory, inputs) for n, (factory, inputs, _) in REUSED.items()}
     return {**MODELS, **reused, **TWINS}[name]
@@ -305,7 +305,7 @@ CONFIGS: dict[str, tuple[Configure, bool]] = {
 
 def build(name: str, train: bool = False) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
-    factory, inputs = _lookup(name)
+    factory, inputs = lookup(name)
     return factory().train(train), inputs(0)
 
 
@@ -453,7 +453,7 @@ def quantize(
     model, example = build(name, train=qat)
     reference = copy.deepcopy(model)
     prepared = prepare(quantizer, model, example, qat)
-    inputs = _lookup(name)[1]
+    inputs = lookup(name)[1]
     with torch.no_grad():
         for seed in range(1, calib_batches + 1):
             prepared(*inputs(seed))

@@ -1,0 +1,84 @@
+"""Quantize a few models, lower them with torch 2.13's built-in x86 Inductor passes
+(``freezing=True``, ``torch.compile``) and measure the result. Run in a fresh interpreter
+by ``test_builtin_lowering.py``: no other pass (torchao's, qinductor-x86's) may be
+registered, so the lowering is torch's own.
+
+For each model: our quantizer built for a VNNI target and for this host's target, and
+torchao 0.18's quantizer (loaded without its pass registration) on the model or, when
+torchao cannot quantize it, on its one-module-per-call-site twin. For each: the oneDNN
+int8 kernels the generated code calls, the compiled output against the eager converted
+one, and SQNR against the float model.
+
+    python lower_builtin.py OUT.json [MODEL ...]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import parity_models as pm
+import torch
+import torchao_reference
+from torch._inductor import config as inductor_config
+from torch._inductor.utils import run_and_get_code
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+import qcore.host
+from qcore.metrics import sqnr
+from qinductor_x86 import quantizer as ours
+
+#: model -> the model torchao quantizes in its place (itself, or its twin)
+MODELS = {"resnet_reused": "resnet", "mobilenet": "mobilenet", "mlp": "mlp"}
+VNNI = "avx512_vnni"
+KERNEL = re.compile(r"torch\.ops\.onednn\.(q(?:conv|linear)\w*)")
+
+
+def lower(module: Any, name: str, target: AbstractContextManager[Any]) -> dict[str, Any]:
+    model, example = pm.build(name)
+    inputs = pm.lookup(name)[1]
+    with target:
+        prepared = prepare_pt2e(pm.exported(model, example), pm.quantizer_for(module, "static"))
+        with torch.no_grad():
+            for seed in range(1, 5):
+                prepared(*inputs(seed))
+        converted = convert_pt2e(prepared)
+    held_out = inputs(100)
+    torch._dynamo.reset()
+    with torch.no_grad(), inductor_config.patch(freezing=True):
+        eager = converted(*held_out)
+        compiled, code = run_and_get_code(torch.compile(converted), *held_out)
+        reference = model(*held_out)
+    kernels = KERNEL.findall("\n".join(code))
+    return {
+        "kernels": len(kernels),
+        "qconv": sum(k.startswith("qconv") for k in kernels),
+        "qlinear": sum(k.startswith("qlinear") for k in kernels),
+        "rel_l2_compiled_vs_eager": float((compiled - eager).norm() / eager.norm()),
+        "sqnr_eager": sqnr(reference, eager),
+        "sqnr_compiled": sqnr(reference, compiled),
+    }
+
+
+def main(out: Path, names: list[str]) -> None:
+    assert inductor_config.pre_grad_custom_pass is None, "a custom pre-grad pass is installed"
+    ref = torchao_reference.load()
+    host = qcore.host.target()
+    results: dict[str, Any] = {"_host": {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}}
+    for name in names:
+        results[name] = {
+            "ours_vnni": lower(ours, name, qcore.host.targeting(VNNI)),
+            "ours_host": lower(ours, name, nullcontext()),
+            "torchao": lower(ref, MODELS[name], nullcontext()),
+        }
+    out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:] or list(MODELS))

@@ -1,0 +1,67 @@
+"""Models quantized by the x86 quantizer lower with torch 2.13's built-in Inductor passes
+(``freezing=True``, ``torch.compile``) to oneDNN int8 kernels, and run.
+
+Lowering happens in a fresh interpreter (``lower_builtin.py``) so that only torch's own
+passes are registered, whatever else this test session imported. Compiles are slow, so
+three small models: a torchvision-style ResNet calling one ReLU module twice per block
+(torchao quantizes its one-ReLU-per-site twin instead), a MobileNet-style net (hardswish,
+ReLU6, SiLU, squeeze-excite, residual adds) and an MLP (linear post-ops).
+
+The kernel counts are taken for a VNNI target, where our quantizer must match torchao.
+The numerics are taken for this host's target: on a CPU without VNNI oneDNN's int8
+kernels saturate full-range weights, so they hold there only with the host-aware weight
+range (``qinductor_x86.config._weight_observer``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+MODELS = ["resnet_reused", "mobilenet", "mlp"]
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("lowered") / "results.json"
+    run = subprocess.run(
+        [sys.executable, str(HERE / "lower_builtin.py"), str(out), *MODELS],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    results: dict[str, Any] = json.loads(out.read_text())
+    return results
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_generated_code_calls_at_least_torchaos_onednn_int8_kernels(
+    lowered: dict[str, Any], model: str
+) -> None:
+    mine, theirs = lowered[model]["ours_vnni"], lowered[model]["torchao"]
+    assert mine["kernels"] >= theirs["kernels"] > 0, (mine, theirs)
+    kind = "qlinear" if model == "mlp" else "qconv"
+    assert mine[kind] > 0
+    assert mine["sqnr_eager"] >= 30, mine  # the eager converted model is close to float
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_compiled_output_matches_eager_converted_on_this_host(
+    lowered: dict[str, Any], model: str
+) -> None:
+    mine = lowered[model]["ours_host"]
+    assert mine["rel_l2_compiled_vs_eager"] <= 2e-2, (lowered["_host"], mine)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_sqnr_against_float_on_this_host(lowered: dict[str, Any], model: str) -> None:
+    mine, theirs = lowered[model]["ours_host"], lowered[model]["torchao"]
+    assert mine["sqnr_compiled"] >= 30, (lowered["_host"], mine)
+    assert mine["sqnr_compiled"] >= theirs["sqnr_compiled"] - 1, (mine, theirs)
