@@ -167,3 +167,26 @@ def test_mixing_qat_and_ptq_configs_warns_and_keeps_the_first() -> None:
     ]
     assert q.module_name_config == {}
     assert q.get_global_quantization_config() is ptq
+
+
+def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
+    """Unlike torchao's x86 quantizer module, which installs its Inductor passes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch._inductor.config as c\n"
+        "before = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
+        "c.post_grad_custom_post_pass)\n"
+        "import qcore\n"
+        "q = qcore.get_quantizer('x86')\n"
+        "after = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
+        "c.post_grad_custom_post_pass)\n"
+        "assert before == after, (before, after)\n"
+        "assert 'torchao.quantization.pt2e.quantizer.x86_inductor_quantizer' not in sys.modules\n"
+        "assert 'torchao.quantization.pt2e.inductor_passes.x86' not in sys.modules\n"
+        "print(type(q).__name__)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().endswith("X86InductorQuantizer")
