@@ -33,8 +33,9 @@ from torch.fx import GraphModule
 from torch.utils.hooks import RemovableHandle
 
 from qcore.api import get_backend_config, get_qconfig_mapping, uses_reference_convert
+from qcore.calibration import InputRecorder
 from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
-from qcore.fx.ranges import InputRecorder, WeightedLayer, choose_ranges, record_inputs
+from qcore.fx.ranges import WeightedLayer, choose_ranges, record_inputs
 from qcore.fx.ranges import weighted_layers as find_weighted_layers
 from qcore.saturation import RangeChoice
 from qcore.weight_ranges import applying

@@ -10,7 +10,7 @@ on the layer's input observer), and at convert time
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,48 +19,13 @@ from torch.ao.quantization.observer import ObserverBase
 from torch.fx import GraphModule, Node
 from torch.utils.hooks import RemovableHandle
 
+from qcore.calibration import InputRecorder
 from qcore.saturation import Geometry, RangeChoice, choose_weight_ranges
 from qcore.weight_ranges import TargetWeightObserver
 
-__all__ = ["InputRecorder", "WeightedLayer", "choose_ranges", "record_inputs", "weighted_layers"]
+__all__ = ["WeightedLayer", "choose_ranges", "record_inputs", "weighted_layers"]
 
-#: Calibration values kept per layer input: enough positions to compare two weight forms.
-_MAX_KEPT_ELEMENTS = 1 << 20
 _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-
-
-@dataclass
-class InputRecorder:
-    """Keeps the first calibration inputs a layer sees, up to a size cap.
-
-    Works as a forward pre-hook on the layer's module, or as a forward hook on the
-    layer's (unshared) input observer, whose output is its input unchanged.
-    """
-
-    kept: list[Tensor] = field(default_factory=list)
-    size: int = 0
-
-    def keep(self, value: Any) -> None:
-        if self.size >= _MAX_KEPT_ELEMENTS or not isinstance(value, Tensor):
-            return
-        value = value.detach()
-        room = _MAX_KEPT_ELEMENTS - self.size
-        if value.dim() > 1 and value.numel() > room:
-            value = value[: max(1, room // max(1, value[0].numel()))]
-        self.kept.append(value.clone())
-        self.size += value.numel()
-
-    def pre_hook(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        self.keep(args[0] if args else None)
-
-    def hook(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        self.keep(output)
-
-    def inputs(self) -> Tensor | None:
-        if not self.kept:
-            return None
-        same_shape = len({t.shape[1:] for t in self.kept}) == 1
-        return torch.cat(self.kept) if same_shape else self.kept[0]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,165 @@
+"""Per-layer int8 weight ranges for PT2E quantizers whose kernels are oneDNN's.
+
+The PT2E twin of :mod:`qcore.weight_ranges`: a quantizer puts
+:func:`weight_observer_ctr` in its weight ``QuantizationSpec``. On a target CPU that
+saturates int8 (see :mod:`qcore.host`) that is a :class:`TargetWeightObserver`, and
+:meth:`qcore.annotation.quantizer.RegistryQuantizer.prepare_obs_or_fq_callback` links
+each one, through :func:`link_weight_observers`, to the observer of its layer's input,
+which keeps a capped sample of the calibration inputs. ``convert_pt2e`` then asks the
+weight observer for its qparams, and it chooses each channel's range on that sample with
+:func:`qcore.saturation.choose_weight_ranges`. Elsewhere torchao's own observer is used,
+so outputs stay identical to upstream's. Importing this imports torchao.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e import PerChannelMinMaxObserver
+
+from qcore.calibration import InputRecorder
+from qcore.host import target
+from qcore.saturation import SAFE_HALF_RANGE, Geometry, RangeChoice, choose_weight_ranges
+
+__all__ = ["TargetWeightObserver", "link_weight_observers", "weight_observer_ctr"]
+
+_aten = torch.ops.aten
+#: aten op -> number of spatial dims (0: linear). Their arguments: input, weight, bias,
+#: then for convolutions stride, padding, dilation, groups.
+_WEIGHTED_OPS: Mapping[Any, int] = {
+    _aten.linear.default: 0,
+    _aten.conv1d.default: 1,
+    _aten.conv2d.default: 2,
+    _aten.conv3d.default: 3,
+}
+#: A recorder per input observer, found again by the weight observers linked to it.
+_RECORDERS: weakref.WeakKeyDictionary[nn.Module, InputRecorder] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class _Link:
+    input_observer: weakref.ReferenceType[nn.Module]
+    geometry: Geometry
+    in_channels: int
+    layer: str
+
+
+class TargetWeightObserver(PerChannelMinMaxObserver):  # type: ignore[misc]  # torchao is untyped
+    """torchao's per-channel symmetric int8 weight observer, with the range chosen per
+    channel for a saturating CPU: from calibration inputs when linked to its layer's input
+    observer, else the safe range for every channel."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("dtype", torch.int8)
+        kwargs.setdefault("qscheme", torch.per_channel_symmetric)
+        super().__init__(**kwargs)
+        self.link: _Link | None = None
+        self.choice: RangeChoice | None = None
+        self._weight: Tensor | None = None
+
+    def forward(self, x_orig: Tensor) -> Tensor:
+        self._weight = x_orig.detach()
+        result: Tensor = super().forward(x_orig)
+        return result
+
+    def calculate_qparams(self, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        scale, zero_point = super().calculate_qparams()
+        self.choice = self._choose()
+        if self.choice is None:
+            full = (self.quant_max - self.quant_min) / 2
+            factor = torch.full_like(scale, full / SAFE_HALF_RANGE, dtype=torch.float64)
+        else:
+            factor = self.choice.scale_factors()
+        if bool((factor == 1).all()):
+            return scale, zero_point  # untouched: identical to torchao's observer
+        return (scale.double() * factor).to(scale.dtype), zero_point
+
+    def _choose(self) -> RangeChoice | None:
+        link, weight = self.link, self._weight
+        observer = link.input_observer() if link is not None else None
+        if link is None or weight is None or observer is None or observer not in _RECORDERS:
+            return None
+        axis = -1 if link.geometry.kind == "linear" else 1
+        inputs = _RECORDERS[observer].inputs_with(link.in_channels, axis)
+        if inputs is None or getattr(observer, "dtype", None) not in (torch.uint8, torch.quint8):
+            return None  # signed inputs are another kernel's business; stay safe
+        scale, zero_point = observer.calculate_qparams()  # type: ignore[operator]
+        qparams = (
+            float(scale.reshape(-1)[0]),
+            int(zero_point.reshape(-1)[0]),
+            int(getattr(observer, "quant_min")),  # noqa: B009
+            int(getattr(observer, "quant_max")),  # noqa: B009
+        )
+        full = (int(self.quant_min), int(self.quant_max))
+        return choose_weight_ranges(weight, inputs, qparams, link.geometry, full)
+
+
+def weight_observer_ctr(**kwargs: Any) -> Any:
+    """The weight observer constructor for a per-channel symmetric int8 weight spec:
+    :class:`TargetWeightObserver` on a saturating target, else torchao's own."""
+    cls = TargetWeightObserver if target().saturates_u8s8 else PerChannelMinMaxObserver
+    return cls.with_args(**kwargs)
+
+
+def _spatial(value: Any, dims: int, default: int) -> tuple[int, ...] | None:
+    if value is None:
+        return (default,) * dims
+    if isinstance(value, int):
+        return (value,) * dims
+    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
+        return tuple(value) * dims if len(value) == 1 else tuple(value)
+    return None
+
+
+def _geometry(node: Node, dims: int) -> Geometry | None:
+    """The op's reduction geometry from its aten arguments (defaults may be omitted)."""
+    if dims == 0:
+        return Geometry.linear()
+    args = [*node.args, *([None] * (7 - len(node.args)))]
+    stride, padding, dilation = (
+        _spatial(args[3], dims, 1),
+        _spatial(args[4], dims, 0),
+        _spatial(args[5], dims, 1),
+    )
+    groups = 1 if args[6] is None else args[6]
+    if stride is None or padding is None or dilation is None or not isinstance(groups, int):
+        return None
+    return Geometry.conv(stride, padding, dilation, groups)
+
+
+def _in_channels(node: Node, geometry: Geometry) -> int | None:
+    weight = node.args[1]
+    value = weight.meta.get("val") if isinstance(weight, Node) else None
+    if value is None:
+        return None
+    return int(value.shape[1]) * geometry.groups
+
+
+def link_weight_observers(
+    model: GraphModule, edge_or_node_to_obs_or_fq: Mapping[Any, Any]
+) -> None:
+    """Link every :class:`TargetWeightObserver` to its layer's input observer, which
+    starts recording calibration inputs. A quantizer's ``prepare_obs_or_fq_callback``."""
+    del model
+    for node in {key[1] for key in edge_or_node_to_obs_or_fq if isinstance(key, tuple)}:
+        dims = _WEIGHTED_OPS.get(node.target)
+        if dims is None or len(node.args) < 2:
+            continue
+        weight_obs = edge_or_node_to_obs_or_fq.get((node.args[1], node))
+        input_obs = edge_or_node_to_obs_or_fq.get((node.args[0], node))
+        if not isinstance(weight_obs, TargetWeightObserver) or input_obs is None:
+            continue
+        geometry = _geometry(node, dims)
+        channels = _in_channels(node, geometry) if geometry is not None else None
+        if geometry is None or channels is None:
+            continue  # unknown shape: the layer keeps the safe range
+        if input_obs not in _RECORDERS:
+            recorder = _RECORDERS[input_obs] = InputRecorder()
+            input_obs.register_forward_hook(recorder.hook)
+        weight_obs.link = _Link(weakref.ref(input_obs), geometry, channels, node.name)

@@ -1,0 +1,115 @@
+"""qcore.pt2e_ranges: per-channel weight ranges for PT2E quantizers on saturating CPUs.
+
+A small registry quantizer with uint8 activations (the x86 quantizer's kind) runs
+torchao's own ``prepare_pt2e`` / ``convert_pt2e``; the weights it produces are checked
+against scales computed here from the float weights."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
+
+from qcore import host
+from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.pt2e_ranges import TargetWeightObserver, weight_observer_ctr
+from qcore.saturation import SAFE_HALF_RANGE
+
+
+class _Uint8Quantizer(RegistryQuantizer):
+    namespace = "common"
+
+
+def _quantizer() -> _Uint8Quantizer:
+    act = QuantizationSpec(
+        dtype=torch.uint8, quant_min=0, quant_max=255, qscheme=torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=HistogramObserver.with_args(),
+    )
+    weight = QuantizationSpec(
+        dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_channel_symmetric,
+        ch_axis=0, observer_or_fake_quant_ctr=weight_observer_ctr(),
+    )
+    return _Uint8Quantizer().set_global(QuantizationConfig(act, act, weight, None))
+
+
+class TwoLinears(nn.Module):
+    """``hot`` overflows int16 pairs with full-range weights; ``cold`` (one large weight per
+    channel, the rest near zero) cannot."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.hot = nn.Linear(64, 16)
+        self.cold = nn.Linear(16, 8)
+        with torch.no_grad():
+            self.hot.weight.copy_(torch.randn(16, 64, generator=gen))
+            one_hot = torch.zeros(8, 16)
+            one_hot[torch.arange(8), torch.arange(0, 16, 2)] = 1.0
+            self.cold.weight.copy_(one_hot + torch.randn(8, 16, generator=gen) * 1e-3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.cold(F.relu(self.hot(x)))
+
+
+def _batches() -> list[Tensor]:
+    return [torch.randn(32, 64, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+
+
+def _quantize(model: nn.Module) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    batches = _batches()
+    exported = torch.export.export(model, (batches[0],)).module()
+    prepared = prepare_pt2e(exported, _quantizer())
+    for batch in batches:
+        prepared(batch)
+    observers = [m for m in prepared.modules() if isinstance(m, TargetWeightObserver)]
+    converted = convert_pt2e(prepared)
+    return converted, observers  # type: ignore[return-value]
+
+
+def _weight_scales(converted: torch.fx.GraphModule) -> list[Tensor]:
+    """The per-channel scales of the int8 weights, in graph order."""
+    scales = []
+    for node in converted.graph.nodes:
+        if node.op == "call_function" and "quantize_per_channel" in str(node.target):
+            scale = node.args[1]
+            scales.append(getattr(converted, scale.target) if hasattr(scale, "target") else scale)
+    return scales
+
+
+def test_non_saturating_target_uses_torchaos_observer() -> None:
+    with host.targeting("avx512_vnni"):
+        ctr = weight_observer_ctr()
+        assert type(ctr()) is PerChannelMinMaxObserver
+        _, observers = _quantize(TwoLinears().eval())
+    assert observers == []
+
+
+def test_saturating_target_chooses_per_channel_ranges_from_calibration() -> None:
+    model = TwoLinears().eval()
+    with host.targeting("avx2"):
+        converted, observers = _quantize(model)
+    assert len(observers) == 2
+    hot = next(o for o in observers if o.min_val.numel() == 16)
+    cold = next(o for o in observers if o.min_val.numel() == 8)
+    assert hot.choice is not None and hot.choice.narrowed > 0
+    assert hot.choice.sqnr_chosen > hot.choice.sqnr_full
+    assert cold.choice is not None and cold.choice.narrowed == 0
+    hot_scale, cold_scale = _weight_scales(converted)
+    for layer, scale, choice in ((model.hot, hot_scale, hot.choice),
+                                 (model.cold, cold_scale, cold.choice)):
+        amax = layer.weight.detach().abs().amax(1)
+        torch.testing.assert_close(scale.float(), amax / torch.tensor(choice.half_ranges))
+
+
+def test_an_unlinked_observer_keeps_every_channel_safe() -> None:
+    observer = TargetWeightObserver(quant_min=-128, quant_max=127)
+    weight = torch.randn(4, 9, generator=torch.Generator().manual_seed(3))
+    observer(weight)
+    scale, _ = observer.calculate_qparams()
+    torch.testing.assert_close(scale, weight.abs().amax(1) / SAFE_HALF_RANGE)
+    assert operator.le(float(torch.round(weight.abs().amax(1) / scale).max()), 64)
