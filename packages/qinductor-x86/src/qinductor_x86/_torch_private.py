@@ -120,12 +120,16 @@ def inductor_freezing_active() -> bool:
 
 
 def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
-    """Views to reshapes and no-op views removed: what freezing and the rest of the joint
-    passes do anyway, done first so that patterns see one spelling of each form."""
+    """The graph as freezing hands it to its patterns: no-op views removed (the joint
+    passes do it), views as reshapes and common subexpressions merged (freezing does it).
+    Replaces ``gm.graph``."""
+    from torch._functorch.compile_utils import fx_graph_cse
     from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
 
-    view_to_reshape(gm)  # type: ignore[no-untyped-call]
     remove_noop_ops(gm.graph)
+    view_to_reshape(gm)  # type: ignore[no-untyped-call]
+    gm.graph = fx_graph_cse(gm.graph)
+    gm.recompile()
 
 
 def frozen_constants(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:

@@ -66,7 +66,7 @@ def register(pass_dict: Any) -> None:
             tracing.output_quant(region), extra_check=_same_qparams, pass_dict=pass_dict
         )(_rewriter(op))
     # cat takes any number of dequantized inputs: a list pattern, with and without a dim
-    dequantized = private.CallFunction(ops.DEQUANTIZE[0], *[private.Arg()] * 6)
+    dequantized = private.CallFunction(ops.DEQUANTIZE[0], *(private.Arg() for _ in range(6)))
     for dim in ((private.KeywordArg("dim"),), ()):
         cat = private.CallFunction(ops.aten.cat.default, private.ListOf(dequantized), *dim)
         private.register_graph_pattern(

@@ -61,8 +61,9 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
         return GraphRecord(left_in_float=everything_in_float(graph, FREEZING_OFF))
     gm = graph.owning_module
     assert isinstance(gm, torch.fx.GraphModule)
+    private.normalize_like_freezing(gm)  # (a new gm.graph)
+    graph = gm.graph
     context = CompileContext(gm, target, private.frozen_constants(gm))
-    private.normalize_like_freezing(gm)
     # eager work on the frozen weights (saturation analysis, prepacking) uses real tensors;
     # new nodes get their fake values from the compile's fake mode (CompileContext.call)
     with lowering(context), private.real_tensors():

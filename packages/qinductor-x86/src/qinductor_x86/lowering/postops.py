@@ -112,7 +112,8 @@ class Row:
 
     @property
     def label(self) -> str:
-        return f"{self.post.name}{' + quantize' if self.quantized_output else ''}"
+        parts = [self.post.name] if self.post is not UNARY[0] else []
+        return " + ".join([*parts, *(["quantize"] if self.quantized_output else [])])
 
 
 def register(pass_dict: Any) -> None:
@@ -190,6 +191,8 @@ def _binary_ok(ctx: CompileContext, match: Any, kind: str, x: Node, anchor: Node
     if match.kwargs.get("o_dtype") is None:
         return True  # float output: the sum overwrites the dequantized copy, read only here
     accum = other.args[0]
+    if accum is x.args[0]:
+        return ctx.decline(anchor, "the residual is the conv's own input (an in-place sum would overwrite it)")
     past = ancestors(x)
     later_readers = [u for u in accum.users if u is not other and u not in past]
     fresh = accum.target in ops.QUANTIZE or accum.target in ops.INT8_KERNELS

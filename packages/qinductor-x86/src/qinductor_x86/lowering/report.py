@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import getitem
 
 from torch.fx import Graph, Node
 
@@ -130,4 +131,6 @@ def _consumer(node: Node) -> Node:
 
 
 def _op(node: Node) -> str:
+    if node.target is getitem and isinstance(node.args[0], Node):
+        return _op(node.args[0])  # an output of a multi-output op: name the op
     return node.name if node.op != "call_function" else str(node.target)
