@@ -102,7 +102,8 @@ def _annotate_fusion(
         extra_qspecs = {} if fusion.is_linear else {extra: get_input_act_qspec(config)}
         ends = binary is last
         annotate_node(binary, extra_qspecs, out_qspec if ends else None, quantized_output=ends)
-    if fusion.unary or (qat and len(chain) == 2):  # a unary post-op, or a QAT conv-bn's bn
+    if fusion.unary or (qat and fusion.binary is None):
+        # the post-op ends the pattern; in a QAT conv → bn, the batch norm does
         annotate_node(last, output=out_qspec, quantized_output=True)
     nodes = [n for call in chain for n in call.nodes]
     if qat:

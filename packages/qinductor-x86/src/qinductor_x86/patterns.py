@@ -136,7 +136,3 @@ class Fusion:
     @property
     def sources(self) -> tuple[tuple[Any, ...], ...]:
         return tuple(SOURCES[c] for c in self.calls)
-
-    @property
-    def name(self) -> str:
-        return "_".join(self.calls)
