@@ -39,6 +39,8 @@ INT8_KERNELS = frozenset(
         QLINEAR_BINARY_TENSOR,
     }
 )
+#: ATen's int8 weight-only matmul (no oneDNN prepack; the weight stays a plain int8 tensor).
+WEIGHT_ONLY = aten._weight_int8pack_mm.default
 #: Kernels a post-op can still be fused into: the plain forms weight prepack emits.
 FUSABLE = {QCONV: "conv", QLINEAR: "linear", QLINEAR_TENSOR: "linear"}
 

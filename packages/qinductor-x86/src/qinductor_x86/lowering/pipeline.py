@@ -50,7 +50,15 @@ def pattern_passes() -> tuple[Any, ...]:
 
 
 def is_quantized(graph: Graph) -> bool:
-    return any(node.target in ops.Q_DQ for node in graph.nodes)
+    """Whether ``graph`` holds anything this lowering handles: a quantize/dequantize, or an
+    int8 tensor cast to float (a weight-only quantized linear)."""
+    return any(node.target in ops.Q_DQ or _int8_cast(node) for node in graph.nodes)
+
+
+def _int8_cast(node: Any) -> bool:
+    source = node.args[0] if node.target is ops.CONVERT else None
+    value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and value.dtype == torch.int8
 
 
 def lower(graph: Graph, target: Int8Host) -> GraphRecord:
@@ -73,5 +81,5 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
             pattern_pass.apply(graph)
     graph.eliminate_dead_code()
     graph.lint()
-    kernels = sum(node.target in ops.INT8_KERNELS for node in graph.nodes)
+    kernels = sum(n.target in ops.INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)
     return GraphRecord(context.lowered, left_in_float(graph, context.declined), kernels)

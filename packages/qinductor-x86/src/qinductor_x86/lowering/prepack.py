@@ -194,6 +194,7 @@ class _Emitter:
         x = val(kwargs["x"])
         self.x_shape = None if _symbolic(x.shape) else list(x.shape)
         self.conv_args = tuple(compute.args[i] for i in (3, 4, 5, 8)) if form.kind == "conv" else ()
+        self._zp: Any = None
 
     def __call__(self, weight: torch.Tensor, bias: Any, dtype: torch.dtype) -> Node:
         k = self.kwargs
@@ -207,12 +208,24 @@ class _Emitter:
         else:
             packed = torch.ops.onednn.qlinear_prepack(weight, self.x_shape)
         packed_node = self.ctx.constant_node("_qinductor_x86_packed", packed)
-        head = (k["x"], k["x_scale"], k["x_zp"], packed_node, k["w_scale"], k["w_zp"], bias)
+        head = (k["x"], k["x_scale"], k["x_zp"], packed_node, k["w_scale"], self._w_zp(), bias)
         tail: tuple[Any, ...] = (1.0, 0, dtype, "none", [], "")
         if self.form.kind == "conv":
             return self.ctx.call(ops.QCONV, (*head, *self.conv_args, *tail))
         target = ops.QLINEAR_TENSOR if self.dynamic else ops.QLINEAR
         return self.ctx.call(target, (*head, *tail))
+
+
+    def _w_zp(self) -> Any:
+        """The weight zero points as int32, the kernels' dtype: cast in the graph, where
+        freezing folds the cast away (torch's lowering would otherwise convert them)."""
+        if self._zp is None:
+            w_zp = self.kwargs["w_zp"]
+            zp_val = val(w_zp)
+            if zp_val is not None and zp_val.dtype != torch.int32:
+                w_zp = self.ctx.call(ops.CONVERT, (w_zp, torch.int32))
+            self._zp = w_zp
+        return self._zp
 
 
 def _symbolic(shape: Any) -> bool:

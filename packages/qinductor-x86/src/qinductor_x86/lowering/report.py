@@ -32,7 +32,8 @@ class FloatNode:
 
 @dataclass
 class GraphRecord:
-    """One compiled graph."""
+    """One compiled graph. ``int8_kernels``: its oneDNN int8 conv/linear calls and ATen
+    int8 weight-only matmuls."""
 
     lowered: Counter[str] = field(default_factory=Counter)
     left_in_float: list[FloatNode] = field(default_factory=list)

@@ -71,7 +71,7 @@ def _rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
     x_shape = list(val(x).shape)
     with ctx.graph.inserting_before(out):
         rows = ctx.call(ops.aten.reshape.default, (x, [-1, x_shape[-1]]))
-        mm = ctx.call(ops.aten._weight_int8pack_mm.default, (rows, w, kwargs["scales"]))
+        mm = ctx.call(ops.WEIGHT_ONLY, (rows, w, kwargs["scales"]))
         result = ctx.call(ops.aten.reshape.default, (mm, [*x_shape[:-1], val(w).shape[0]]))
     out.replace_all_uses_with(result)
     match.erase_nodes()

@@ -1,0 +1,249 @@
+"""Models, quantization and compilation helpers for the lowering's tests.
+
+Inputs to the lowering are PT2E-converted models from three independent sources: this
+package's x86 quantizer (``qcore.get_quantizer("x86")``), torchao 0.18's
+``X86InductorQuantizer`` (loaded without its pass registration, see torchao_reference.py),
+and the XNNPACK quantizer (signed int8 activations). References are the eager converted
+model and the float model, never outputs of the lowering itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import qcore
+
+#: Lines of Inductor's generated code that call a oneDNN int8 kernel.
+_KERNEL_CALL = re.compile(r"torch\.ops\.onednn\.(qconv\w*|qlinear\w*)\.\w+\(")
+
+
+# models -------------------------------------------------------------------------------
+
+
+class ConvStem(nn.Module):
+    """conv+relu, conv+relu6, conv+hardswish, conv+silu, and a residual add (+relu)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.c3 = nn.Conv2d(16, 16, 1)
+        self.c4 = nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.c5 = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.c1(x))
+        y = F.relu(self.c2(y) + y)
+        y = F.hardswish(self.c3(y))
+        y = F.relu6(self.c4(y))
+        return F.silu(self.c5(y))
+
+
+class MLP(nn.Module):
+    """Linear layers with gelu and relu, on 2-D input."""
+
+    def __init__(self, sizes: tuple[int, ...] = (32, 64, 64, 10)) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = F.gelu(x) if i % 2 == 0 else F.relu(x)
+        return x
+
+
+class Linear3D(nn.Module):
+    """Linear on a contiguous 3-D input, on a strided one, and without a bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 16, bias=False)
+        self.c = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.a(x))
+        y = self.b(y)
+        return self.c(y.transpose(0, 1))
+
+
+class LinearResidual(nn.Module):
+    """linear + add (+ relu): the binary post-ops of linear layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(24, 24)
+        self.b = nn.Linear(24, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.a(x) + x)
+        return self.b(y) + y
+
+
+class PoolCat(nn.Module):
+    """Max-pool, cat and flatten on int8 codes between quantized convs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(4, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 8, 1)
+        self.c3 = nn.Conv2d(16, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(x, 2)
+        y = torch.cat([self.c1(x), self.c2(x)], 1)
+        y = F.max_pool2d(self.c3(y), 2)
+        return self.fc(torch.flatten(y, 1))
+
+
+class Attention(nn.Module):
+    """A self-attention block: linear projections viewed into heads before the matmuls."""
+
+    def __init__(self, dim: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(dim, dim) for _ in range(3))
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        h = self.heads
+
+        def split(y: torch.Tensor) -> torch.Tensor:
+            return y.view(b, t, h, c // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        attention = torch.matmul(q, k.transpose(-2, -1)) / (c // h) ** 0.5
+        y = torch.matmul(attention.softmax(-1), v)
+        return self.out(y.transpose(1, 2).reshape(b, t, c))
+
+
+class WeightOnlyLinear(nn.Module):
+    """``F.linear(x, w.to(x.dtype)) * scales`` with an int8 weight: int8 weight-only."""
+
+    def __init__(self, in_features: int = 32, out_features: int = 16) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        weight = torch.randn(out_features, in_features, generator=generator)
+        scales = weight.abs().amax(1) / 127
+        self.register_buffer("w", torch.round(weight / scales[:, None]).to(torch.int8))
+        self.register_buffer("scales", scales.to(torch.bfloat16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.w.to(x.dtype)) * self.scales  # type: ignore[operator]
+
+
+def example(*shape: int, seed: int = 0, shift: float = 0.0, spread: float = 1.0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator) * spread + shift
+
+
+# quantization -------------------------------------------------------------------------
+
+
+def torchao_quantizer(**config: Any) -> Any:
+    """torchao 0.18's X86InductorQuantizer, without its import side effects."""
+    import torchao_reference
+
+    reference = torchao_reference.load()
+    quantizer = reference.X86InductorQuantizer()
+    quantizer.set_global(reference.get_default_x86_inductor_quantization_config(**config))
+    return quantizer
+
+
+QUANTIZERS: dict[str, Callable[[], Any]] = {
+    "x86": lambda: qcore.get_quantizer("x86"),
+    "torchao": torchao_quantizer,
+    "xnnpack": lambda: qcore.get_quantizer("xnnpack", is_per_channel=True),
+}
+
+
+def quantize(
+    model: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    quantizer: str | Any = "x86",
+    calibration: list[tuple[torch.Tensor, ...]] | None = None,
+) -> torch.fx.GraphModule:
+    """The PT2E flow of the design guide: export, prepare, calibrate, convert."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    chosen = QUANTIZERS[quantizer]() if isinstance(quantizer, str) else quantizer
+    exported = torch.export.export(model.eval(), inputs).module()
+    prepared = prepare_pt2e(exported, chosen)
+    with torch.no_grad():
+        for batch in calibration or [inputs]:
+            prepared(*batch)
+    converted: torch.fx.GraphModule = convert_pt2e(prepared)
+    return converted
+
+
+def narrow_weights(converted: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Requantize every int8 weight to [-64, 64] (codes halved, scales doubled): a model that
+    cannot saturate oneDNN's kernels on any CPU, so that fusions are exercised, and compared
+    exactly, on VNNI and non-VNNI hosts alike. The eager reference is this same model."""
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
+    for node in converted.graph.nodes:
+        if node.target is not dequantize:
+            continue
+        weight, scale = (converted.get_buffer(str(n.target)) for n in node.args[:2])
+        weight.copy_(torch.div(weight, 2, rounding_mode="floor"))
+        scale.mul_(2)
+    return converted
+
+
+# compilation --------------------------------------------------------------------------
+
+
+@contextmanager
+def fresh_compile() -> Iterator[None]:
+    """Freezing on, Dynamo's caches and torch's counters cleared, errors raised (Dynamo
+    would otherwise fall back to eager silently and a failed lowering would look fine)."""
+    import torch._dynamo
+    import torch._dynamo.config
+    import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    with (
+        inductor_config.patch(freezing=True, fx_graph_cache=False),
+        torch._dynamo.config.patch(suppress_errors=False),
+    ):
+        yield
+    torch._dynamo.reset()
+
+
+def compile_and_run(model: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, str]:
+    """The compiled model's output and Inductor's generated code (inference, frozen)."""
+    from torch._inductor.utils import run_and_get_code
+
+    with torch.no_grad():
+        output, code = run_and_get_code(torch.compile(model), *inputs)
+    return output, "\n".join(code)
+
+
+def int8_kernel_calls(code: str) -> list[str]:
+    """The oneDNN int8 kernels Inductor's generated code calls, one entry per call site."""
+    return _KERNEL_CALL.findall(code)
+
+
+def inductor_counters() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    return dict(counters["inductor"])
+
+
+def relative_l2(reference: torch.Tensor, output: torch.Tensor) -> float:
+    reference, output = reference.float(), output.float()
+    return float((reference - output).norm() / reference.norm())

@@ -1,0 +1,165 @@
+"""Each pattern family lowers, counts as torch's own passes count, and stays exact.
+
+References: torch 2.13's own x86 passes (registered in this process, as they are by
+default) compiling the same converted model for the counters, and the eager converted
+model for the numbers. Models whose weights cannot saturate any CPU (``narrow_weights``)
+keep every comparison exact on VNNI and non-VNNI hosts alike; full-range models are in
+test_lowering_saturation.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import lowering_zoo as zoo
+import pytest
+import torch
+
+import qcore
+from qcore.metrics import sqnr
+
+TOLERANCE = 2e-2
+
+#: name -> (model, inputs); small enough to compile in a few seconds each
+CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "conv post-ops and residual": lambda: (zoo.ConvStem(), (zoo.example(2, 3, 16, 16),)),
+    "pool, cat and flatten on codes": lambda: (zoo.PoolCat(), (zoo.example(2, 4, 16, 16),)),
+    "linear on 3-D and strided inputs": lambda: (zoo.Linear3D(), (zoo.example(4, 6, 16),)),
+    "linear residuals": lambda: (zoo.LinearResidual(), (zoo.example(8, 24),)),
+}
+
+
+def _counts(counters: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counters.items() if k.endswith("_count") and "pattern" not in k}
+
+
+def _compile(
+    converted: Any, inputs: tuple[torch.Tensor, ...], lowered: bool
+) -> tuple[torch.Tensor, str, dict[str, int], tuple[torch.Tensor, ...]]:
+    copies = tuple(t.clone() for t in inputs)
+    lowering = qcore.get_lowering("x86")
+    with zoo.fresh_compile():
+        if lowered:
+            with lowering:
+                output, code = zoo.compile_and_run(converted, copies)
+        else:
+            output, code = zoo.compile_and_run(converted, copies)
+        counters = zoo.inductor_counters()
+    return output, code, counters, copies
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_counters_kernels_and_numbers_match_torchs_own_passes(case: str) -> None:
+    model, inputs = CASES[case]()
+    converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
+    with torch.no_grad():
+        expected = converted(*inputs)
+
+    _, torch_code, torch_counters, _ = _compile(converted, inputs, lowered=False)
+    output, code, counters, used = _compile(converted, inputs, lowered=True)
+
+    theirs, ours = _counts(torch_counters), _counts(counters)
+    assert theirs, "torch's own passes lowered nothing: not a reference"
+    assert {k: ours.get(k, 0) for k in theirs} == theirs
+    # torch 2.13 renamed the seed's qconv2d_unary_matcher; both keys mean the same
+    assert ours.get("qconv2d_unary_matcher_count", 0) == ours.get("qconv_unary_matcher_count", 0)
+    assert sorted(zoo.int8_kernel_calls(code)) == sorted(zoo.int8_kernel_calls(torch_code))
+    report = qcore.get_lowering("x86").report()
+    assert report.int8_kernels == len(zoo.int8_kernel_calls(code))
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    # the compiled model must not write into its inputs (torch's copy does, for linear + x)
+    assert all(torch.equal(a, b) for a, b in zip(inputs, used, strict=True))
+
+
+@pytest.mark.parametrize("quantizer", ["x86", "torchao"])
+def test_full_range_models_keep_their_accuracy(quantizer: str) -> None:
+    """As quantizers emit them (full-range weights): on any CPU the lowered model matches
+    the eager converted one, and loses nothing against the float model."""
+    model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=1),)
+    converted = zoo.quantize(model, inputs, quantizer)
+    with torch.no_grad():
+        expected, reference = converted(*inputs), model(*inputs)
+    output, code, _, _ = _compile(converted, inputs, lowered=True)
+    assert zoo.int8_kernel_calls(code)
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    assert sqnr(reference, output) >= sqnr(reference, expected) - 0.1
+
+
+def test_int8_mixed_bf16() -> None:
+    model, inputs = zoo.Linear3D(), (zoo.example(4, 6, 16),)
+    converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
+    lowering = qcore.get_lowering("x86")
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = converted(*inputs)
+    with zoo.fresh_compile(), lowering, torch.autocast("cpu", dtype=torch.bfloat16):
+        output, code = zoo.compile_and_run(converted, inputs)
+    lowered = lowering.report().lowered
+    bf16_prepacks = sum(n for k, n in lowered.items() if "prepack (int8-mixed-bf16)" in k)
+    assert bf16_prepacks == 3 and len(zoo.int8_kernel_calls(code)) == 3
+    assert output.dtype == torch.bfloat16
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+
+
+@pytest.mark.parametrize("shape", [(4, 32), (3, 4, 32)], ids=["2-D", "3-D"])
+def test_int8_weight_only_linear(shape: tuple[int, ...]) -> None:
+    model, inputs = zoo.WeightOnlyLinear().eval(), (zoo.example(*shape).to(torch.bfloat16),)
+    with torch.no_grad():
+        expected = model(*inputs)
+    output, code, counters, _ = _compile(model, inputs, lowered=True)
+    assert len(re.findall(r"= \S*_weight_int8pack_mm\(", code)) == 1
+    assert counters["woq_matcher_count"] == 1
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+
+
+def test_attention_quantizes_before_its_views() -> None:
+    """Quant lift-up: the q/k/v projections end in a uint8 quantize, not in float views."""
+    from qinductor_x86.quantizer import get_default_x86_inductor_quantization_config
+
+    model, inputs = zoo.Attention(), (zoo.example(2, 8, 32),)
+    quantizer = qcore.get_quantizer("x86")
+    quantizer.set_function_type_qconfig(torch.matmul, get_default_x86_inductor_quantization_config())
+    converted = zoo.narrow_weights(zoo.quantize(model, inputs, quantizer))
+    with torch.no_grad():
+        expected = converted(*inputs)
+    output, code, counters, _ = _compile(converted, inputs, lowered=True)
+    report = qcore.get_lowering("x86").report()
+    assert counters["quant_lift_up_count"] >= 3
+    assert report.lowered["linear + quantize (int8 output)"] >= 3
+    assert len(zoo.int8_kernel_calls(code)) == 4
+    # the two activation x activation matmuls stay float, and the report says why
+    matmul_inputs = [n for n in report.left_in_float if "two activation operands" in n.reason]
+    assert len(matmul_inputs) == 4
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+
+
+def test_dynamic_quantization_uses_run_time_qparams() -> None:
+    model, inputs = zoo.MLP(), (zoo.example(8, 32),)
+    converted = zoo.narrow_weights(zoo.quantize(model, inputs, qcore.get_quantizer("x86", is_dynamic=True)))
+    with torch.no_grad():
+        expected = converted(*inputs)
+    output, code, _, _ = _compile(converted, inputs, lowered=True)
+    assert zoo.int8_kernel_calls(code).count("qlinear_pointwise") == 3
+    assert "qlinear_pointwise.tensor(" in code
+    assert zoo.relative_l2(expected, output) <= TOLERANCE
+
+
+def test_a_quantized_model_with_nothing_lowered_warns_and_says_why() -> None:
+    import torch._inductor.config as inductor_config
+
+    from qinductor_x86.lowering.passes import NoInt8KernelsWarning
+
+    model, inputs = zoo.MLP(), (zoo.example(4, 32),)
+    converted = zoo.quantize(model, inputs, "x86")
+    lowering = qcore.get_lowering("x86")
+    with (
+        zoo.fresh_compile(),
+        inductor_config.patch(freezing=False),
+        lowering,
+        pytest.warns(NoInt8KernelsWarning, match="freez"),
+    ):
+        _, code = zoo.compile_and_run(converted, inputs)
+    assert not zoo.int8_kernel_calls(code)
+    left = lowering.report().left_in_float
+    assert left and all("freez" in node.reason for node in left)
