@@ -21,9 +21,11 @@ def test_list_shows_broken_plugins_with_their_reason(
     assert main(["check", "broken"]) == 1
     assert "qbackend-broken" in capsys.readouterr().out
     assert main(["list"]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if " broken " in line)
-    assert row.split()[:5] == ["backend", "broken", "qbackend-broken", "1.0", "error"]
-    assert "qbroken_cli" in row
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if " broken " in line)
+    assert row.split() == ["backend", "broken", "qbackend-broken", "1.0", "error", "[1]"]
+    note = out[out.index("\n[1] ") :]  # the reason, under the table
+    assert "qbackend-broken" in note and "qbroken_cli" in note
 
 
 def test_check_passes_a_good_backend_and_fails_a_bad_one(
@@ -52,13 +54,14 @@ def test_check_passes_a_good_backend_and_fails_a_bad_one(
     assert "FAIL backend:bad fuser-method" in out
 
 
-def test_unknown_name_exits_non_zero_with_one_line(
+def test_unknown_name_exits_non_zero_with_one_line_and_a_hint(
     fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake_dist("qbackend-tiny", {"qcore.backends": {"tiny": "qtiny_cli2.plugin:PLUGIN"}})
     assert main(["show", "mychip"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "mychip" in err and "tiny" in err
+    error, hint = capsys.readouterr().err.strip().split("\n")
+    assert error.startswith("qcore: error: ") and "mychip" in error and "tiny" in error
+    assert hint == "hint: 'qcore list' shows the installed plugins and their names"
     assert main(["check", "mychip"]) == 2
 
 

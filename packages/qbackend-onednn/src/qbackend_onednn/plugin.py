@@ -7,4 +7,5 @@ PLUGIN = BackendPlugin(
     backend_config="qbackend_onednn.config:build_backend_config",
     qconfig_mapping="qbackend_onednn.mapping:build_qconfig_mapping",
     description="oneDNN (x86) FX-mode int8 backend",
+    quantized_engine="onednn",
 )

@@ -26,6 +26,15 @@ def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, .
     return graph
 
 
+def fold_batch_norms(graph: GraphModule) -> None:
+    """Fold eval-mode batch norms into the conv / linear before them, in place, exactly as
+    ``prepare_pt2e`` does before it annotates (torchao keeps these steps private)."""
+    from torchao.quantization.pt2e.utils import _fuse_conv_bn_, _fuse_linear_bn_
+
+    _fuse_conv_bn_(graph)
+    _fuse_linear_bn_(graph)
+
+
 def is_fake_tensor(value: object) -> bool:
     """Whether ``value`` is the FakeTensor export records in ``node.meta["val"]``."""
     from torch._subclasses import FakeTensor

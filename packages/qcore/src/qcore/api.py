@@ -158,6 +158,12 @@ def uses_reference_convert(name: str) -> bool:
     return bool(REGISTRY.load("backend", name).reference_convert)
 
 
+def backend_quantized_engine(name: str) -> str | None:
+    """The torch quantized engine backend ``name``'s native FX kernels run on, if declared."""
+    engine: str | None = REGISTRY.load("backend", name).quantized_engine
+    return engine
+
+
 def get_quantizer(name: str, **options: Any) -> Quantizer:
     """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``."""
     from torchao.quantization.pt2e.quantizer import Quantizer

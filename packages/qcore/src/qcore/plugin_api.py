@@ -81,6 +81,9 @@ class BackendPlugin:
     #: around float ops) instead of the host's quantized kernels: for backends whose
     #: kernels run on another device, which lowers that representation (ExecuTorch).
     reference_convert: bool = False
+    #: The torch quantized engine whose kernels ``qcore.fx.convert`` packs weights for
+    #: (``"onednn"``); None leaves torch's current engine.
+    quantized_engine: str | None = None
 
 
 @dataclass(frozen=True)

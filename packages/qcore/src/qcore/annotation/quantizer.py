@@ -176,6 +176,11 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         self.finalize(model)
         return model
 
+    def has_qat_config(self) -> bool:
+        """Whether any pass configures QAT (then batch norms stay unfolded until training
+        ends, as ``prepare_qat_pt2e`` leaves them)."""
+        return any(config is not None and config.is_qat for config, *_ in self.passes())
+
     def finalize(self, model: GraphModule) -> None:
         """Runs once after every pass (e.g. qparam propagation). Default: nothing."""
 

@@ -18,7 +18,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore._torch_private import annotation_is_claimed
+from qcore._torch_private import annotation_is_claimed, fold_batch_norms
 from qcore.annotation.common import (
     ADD,
     CAT,
@@ -169,7 +169,8 @@ def explain_not_quantized(
 
     ``model`` may be an annotated graph (after ``prepare_pt2e``'s annotate step or
     ``quantizer.annotate``), an exported graph module not yet annotated (annotated here
-    on a copy), or an ``nn.Module`` with ``example_inputs`` (exported here).
+    on a copy, after folding eval-mode batch norms as ``prepare_pt2e`` does), or an
+    ``nn.Module`` with ``example_inputs`` (exported here).
     """
     if not isinstance(model, GraphModule):
         if example_inputs is None:
@@ -181,7 +182,10 @@ def explain_not_quantized(
     assert isinstance(model, GraphModule)
     gm = model
     if not any(Q_ANNOTATION_KEY in n.meta for n in gm.graph.nodes):
-        gm = quantizer.annotate(quantizer.transform_for_annotation(copy.deepcopy(gm)))
+        gm = copy.deepcopy(gm)
+        if not quantizer.has_qat_config():
+            fold_batch_norms(gm)  # what prepare_pt2e does first; prepare_qat_pt2e does not
+        gm = quantizer.annotate(quantizer.transform_for_annotation(gm))
     report = []
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in COMPUTE_OPS or _quantized(node):

@@ -32,8 +32,14 @@ from torch.ao.quantization.quantize_fx import (
 from torch.fx import GraphModule
 from torch.utils.hooks import RemovableHandle
 
-from qcore.api import get_backend_config, get_qconfig_mapping, uses_reference_convert
+from qcore.api import (
+    backend_quantized_engine,
+    get_backend_config,
+    get_qconfig_mapping,
+    uses_reference_convert,
+)
 from qcore.calibration import InputRecorder
+from qcore.engine import quantized_engine
 from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
 from qcore.fx.ranges import WeightedLayer, choose_ranges, record_inputs
 from qcore.fx.ranges import weighted_layers as find_weighted_layers
@@ -118,10 +124,10 @@ def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
     choices = choose_ranges(prepared, state.layers, state.recorders)
     normalize_functional_calls(prepared)
     config = get_backend_config(state.backend)
-    torch_convert = (
-        convert_to_reference_fx if uses_reference_convert(state.backend) else convert_fx
-    )
-    with applying(dict(choices.values())):
+    torch_convert = convert_to_reference_fx if uses_reference_convert(state.backend) else convert_fx
+    reference = uses_reference_convert(state.backend)
+    engine = None if reference else backend_quantized_engine(state.backend)
+    with applying(dict(choices.values())), quantized_engine(engine):
         converted = torch_convert(prepared, backend_config=config)
     converted.meta[WEIGHT_RANGES_META] = {name: c for name, (_, c) in choices.items()}
     return converted
