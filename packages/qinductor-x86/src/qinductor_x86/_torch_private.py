@@ -225,26 +225,32 @@ def quantized_decomposed_ops() -> _Any:
 def builtin_x86_passes() -> dict[str, bool]:
     """Which other copies of the x86 int8 passes are registered in this process, read from
     Inductor's pattern tables: torch 2.13's own (registered lazily at the first compile from
-    ``torch/_inductor/fx_passes/mkldnn_fusion.py``) and torchao's (registered when its x86
-    quantizer module is imported)."""
+    ``torch/_inductor/fx_passes/mkldnn_fusion.py``, by the two functions
+    :func:`switch_off_builtin_x86_passes` replaces) and torchao's (registered when its x86
+    quantizer module is imported). Each is recognised by one handler it always registers."""
     from torch._inductor.fx_passes import freezing_patterns, post_grad
 
-    def registered(passes: _Sequence[_Any], module: str) -> bool:
+    def registered(passes: _Sequence[_Any], module: str, qualname: str) -> bool:
         return any(
-            getattr(getattr(entry, "handler", None), "__module__", "").startswith(module)
+            getattr(handler, "__module__", "").startswith(module)
+            and qualname in getattr(handler, "__qualname__", "")
             for pattern_pass in passes
             for entries in pattern_pass.patterns.values()
-            for entry in entries
+            for handler in (getattr(entry, "handler", None) for entry in entries)
         )
 
     torch_module = "torch._inductor.fx_passes.quantization"
+    torchao_module = "torchao.quantization.pt2e.inductor_passes"
+    prepack = "_register_qconv_weight_prepack_pass"
     return {
         "torch weight prepack and fusion": registered(
-            freezing_patterns.pass_patterns, torch_module
+            freezing_patterns.pass_patterns, torch_module, prepack
         ),
-        "torch lowerings": registered(post_grad.pass_patterns, torch_module),
+        "torch lowerings": registered(
+            post_grad.pass_patterns, torch_module, "_register_quantized_maxpool2d_lowering"
+        ),
         "torchao weight prepack and fusion": registered(
-            freezing_patterns.pass_patterns, "torchao.quantization.pt2e.inductor_passes"
+            freezing_patterns.pass_patterns, torchao_module, prepack
         ),
     }
 

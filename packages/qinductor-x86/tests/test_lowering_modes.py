@@ -1,0 +1,60 @@
+"""The lowering alone (torch 2.13's copy switched off), and next to torchao's copy.
+
+Next to torch's own copy (torch's default) is every other test module of this suite.
+Each mode is process-wide and permanent, so each runs in an interpreter of its own
+(lowering_probe.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROBE = Path(__file__).parent / "lowering_probe.py"
+
+
+def _probe(mode: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, str(PROBE), mode], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("PROBE "))
+    return json.loads(line.removeprefix("PROBE "))  # type: ignore[no-any-return]
+
+
+def _prepacked(lowered: dict[str, int]) -> int:
+    return sum(n for name, n in lowered.items() if "weight prepack" in name)
+
+
+def _splits(lowered: dict[str, int]) -> int:
+    return sum(n for name, n in lowered.items() if "non-saturating halves" in name)
+
+
+def test_standalone_with_torchs_copy_switched_off() -> None:
+    probe = _probe("standalone")
+    # torch registered nothing, even after compiling
+    assert not any(probe["other_passes"].values()), probe["other_passes"]
+    for name, result in probe["results"].items():
+        lowered = result["lowered"]
+        assert _prepacked(lowered) == 5 if "conv" in name else 3, (name, lowered)
+        assert result["kernels"] == result["reported_kernels"] == _prepacked(lowered) + _splits(lowered)
+        assert result["relative_l2"] <= 2e-2, name
+        # the counters come from this lowering alone here
+        prepack_key = "qconv_weight_prepack_matcher_count" if "conv" in name else "qlinear_weight_prepack_matcher_count"
+        assert result["counters"][prepack_key] == _prepacked(lowered)
+
+
+def test_next_to_torchaos_passes_without_double_rewrites() -> None:
+    probe = _probe("torchao")
+    assert probe["other_passes"]["torchao weight prepack and fusion"]
+    assert probe["theirs_kept_in_chain"] and probe["theirs_restored"]
+    result = probe["result"]
+    lowered = result["lowered"]
+    assert _prepacked(lowered) == 5
+    assert result["kernels"] == result["reported_kernels"] == 5 + _splits(lowered)
+    # torchao's freezing patterns bump the same counters: they found nothing left to do
+    assert result["counters"]["qconv_weight_prepack_matcher_count"] == 5
+    assert result["relative_l2"] <= 2e-2

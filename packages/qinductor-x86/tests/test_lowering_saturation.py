@@ -1,0 +1,68 @@
+"""Saturation safety: ops that can overflow oneDNN's 16-bit pair sums on a non-VNNI target
+are lowered exactly as two half-weight kernels; nothing changes on a VNNI target.
+
+Which ops can overflow is computed here independently, by brute force over the extreme
+activation codes of every input-channel pair (a pair sum is linear in each activation, so
+its extremes are at the ends of the activation range).
+"""
+
+from __future__ import annotations
+
+import lowering_zoo as zoo
+import pytest
+import torch
+
+import qcore
+import qcore.host
+from qinductor_x86.lowering import saturation
+
+INT16_MAX = 32767
+
+
+def brute_force_worst_pair(weight: torch.Tensor, act_max: int) -> int:
+    """max |a0*w0 + a1*w1| over a0, a1 in {0, act_max}, pairs (2j, 2j+1) of dim 1."""
+    w = weight.to(torch.int64).reshape(weight.shape[0], weight.shape[1], -1)
+    if w.shape[1] % 2:
+        w = torch.nn.functional.pad(w, (0, 0, 0, 1))
+    w0, w1 = w[:, 0::2], w[:, 1::2]
+    sums = [a0 * w0 + a1 * w1 for a0 in (0, act_max) for a1 in (0, act_max)]
+    return int(torch.stack(sums).abs().max())
+
+
+def test_halves_add_up_exactly_and_never_overflow() -> None:
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randint(-128, 128, (32, 48, 3, 3), generator=generator, dtype=torch.int8)
+    weight[0, :2, 0, 0] = 127  # a pair that overflows whatever the rest
+    assert brute_force_worst_pair(weight, 255) > INT16_MAX
+    hi, lo = saturation.halves(weight)
+    assert hi.dtype == lo.dtype == torch.int8
+    assert torch.equal(hi.to(torch.int16) + lo.to(torch.int16), weight.to(torch.int16))
+    assert brute_force_worst_pair(hi, 255) <= INT16_MAX
+    assert brute_force_worst_pair(lo, 255) <= INT16_MAX
+
+
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+def test_only_a_saturating_target_splits_and_only_the_ops_that_can_overflow(target: str) -> None:
+    model, inputs = zoo.MLP(), (zoo.example(16, 32, seed=2),)
+    converted = zoo.quantize(model, inputs, "torchao")  # full-range weights
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
+    weights = [converted.get_buffer(str(n.args[0].target)) for n in converted.graph.nodes if n.target is dequantize]
+    unsafe = sum(brute_force_worst_pair(w, 255) > INT16_MAX for w in weights)
+    assert unsafe > 0  # full-range int8 weights nearly always can; this model's do
+    with torch.no_grad():
+        expected = converted(*inputs)
+
+    lowering = qcore.get_lowering("x86")
+    with zoo.fresh_compile(), qcore.host.targeting(target), lowering:
+        output, code = zoo.compile_and_run(converted, inputs)
+    report = lowering.report()
+    splits = sum(n for name, n in report.lowered.items() if "non-saturating halves" in name)
+    kernels = zoo.int8_kernel_calls(code)
+    if target == "avx2":
+        assert splits == unsafe
+        assert len(kernels) == len(weights) + unsafe
+        # exact on any host: each half's pair sums fit in 16 bits
+        assert zoo.relative_l2(expected, output) <= 2e-2
+    else:
+        assert splits == 0
+        assert len(kernels) == len(weights)
