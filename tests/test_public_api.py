@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -26,8 +27,10 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # tox sets the terminal's
     return subprocess.run(
         [sys.executable, "-m", "qcore.cli", *args],
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -78,14 +81,14 @@ def test_backend_config_builds_in_a_fresh_interpreter(backend: str, count: int) 
     assert int(result.stdout.strip()) >= count  # installed extensions may add patterns
 
 
-def test_unknown_name_is_a_one_line_error_listing_known_names() -> None:
+def test_unknown_name_is_a_one_line_error_listing_known_names_and_a_hint() -> None:
     result = run_cli("show", "nosuchbackend")
     assert result.returncode != 0
-    message = result.stderr.strip()
-    assert "\n" not in message
+    message, hint = result.stderr.strip().split("\n")
     assert "nosuchbackend" in message
     for known in ("onednn", "executorch", "xnnpack"):
         assert known in message
+    assert hint.startswith("hint: 'qcore list'")
 
 
 def test_show_onednn_prints_one_row_per_pattern() -> None:
@@ -99,6 +102,8 @@ def test_show_onednn_prints_one_row_per_pattern() -> None:
         lines[0].startswith("backend onednn (qbackend-onednn")
         and f"{expected} patterns" in lines[0]
     )
-    assert lines[1].split()[:2] == ["PATTERN", "OBSERVATION"]
-    assert len(lines) == 2 + expected
-    assert any(line.startswith("ReLU(torch.add(BatchNorm2d(Conv2d), *))") for line in lines)
+    assert lines[1].split() == ["PATTERN", "OUTPUT", "DTYPES", "MODULE"]
+    assert max(map(len, lines)) <= 80  # output to a pipe is fitted to 80 columns
+    rows = [line for line in lines[2:] if not line[0].isspace()]  # continuations are indented
+    assert len(rows) == expected
+    assert any(line.startswith("ReLU(torch.add(") for line in rows)

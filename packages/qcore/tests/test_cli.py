@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,3 +100,241 @@ def test_host_names_this_cpu_and_a_different_target(
     out = capsys.readouterr().out
     assert f"target ({host.ENV_TARGET}): " in out
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+# A backend whose rows are as wide as oneDNN's: nested fusions, several dtype configs.
+WIDE_BACKEND = """
+from qcore.plugin_api import BackendPlugin
+
+def _config():
+    import operator, torch
+    import torch.ao.nn.intrinsic as nni
+    from torch import nn
+    from qcore import dtypes
+    from qcore.patterns import BinaryRoot, assemble, binary_op_configs, conv_configs, fusion
+    from qcore.patterns import linear_configs
+    W = [dtypes.WEIGHTED_INT8, dtypes.DYNAMIC_INT8, dtypes.DYNAMIC_FP16]
+    add_relu = BinaryRoot(operator.add, nn.Conv2d, "left", bn=nn.BatchNorm2d, post=nn.ReLU)
+    return assemble(
+        "wide",
+        conv_configs([dtypes.WEIGHTED_INT8], dims=(1,)),
+        linear_configs(W),
+        [fusion(add_relu, [dtypes.WEIGHTED_INT8], into=nni.ConvAddReLU2d)],
+        binary_op_configs((operator.add, torch.add), [dtypes.OP_QUINT8]),
+    )
+
+PLUGIN = BackendPlugin(name="wide", backend_config=_config)
+"""
+
+# A quantizer whose annotators have long names and descriptions, one of them added by an
+# extension distribution.
+WORDY_QUANTIZER = """
+from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.annotation.registry import ANNOTATORS, Annotator
+
+def _nothing(gm, config, filter_fn):
+    return []
+
+ANNOTATORS.define(
+    "wordy",
+    [
+        Annotator(
+            f"conv2d_batch_norm_add_relu_{i}",
+            _nothing,
+            dynamic=True,
+            description="conv2d -> batch_norm -> add (either side; the other input stays "
+            "float) -> relu, in training graphs before batch-norm folding",
+        )
+        for i in range(3)
+    ],
+    source="qquantizer-wordy 1.0",
+)
+
+class Wordy(RegistryQuantizer):
+    namespace = "wordy"
+    plugin_name = "wordy"
+
+def make():
+    return Wordy()
+"""
+WORDY_PLUGIN = """
+from qcore.plugin_api import QuantizerExtension, QuantizerPlugin
+from qcore.annotation.registry import Annotator
+
+PLUGIN = QuantizerPlugin(name="wordy", factory="qwordy_cli.quantizer:make", annotator_namespace="wordy")
+
+def _nothing(gm, config, filter_fn):
+    return []
+
+def _extra():
+    return [Annotator("lut_silu", _nothing, description="silu through the chip's LUT")]
+
+EXTENSION = QuantizerExtension(name="chip", target="wordy", annotators=_extra)
+"""
+
+
+def _lines_of(main_args: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(main_args) == 0
+    return capsys.readouterr().out.rstrip("\n").splitlines()
+
+
+def _rows(lines: list[str]) -> list[str]:
+    """Lines that start a row: wrapped continuations are indented."""
+    return [line for line in lines if line and not line[0].isspace()]
+
+
+def _column(table: list[str], header: str) -> list[str]:
+    """Each row's cell under ``header``, its wrapped pieces joined back together."""
+    start = table[0].index(header)
+    later = [table[0].index(h) for h in table[0].split() if table[0].index(h) > start]
+    end = min(later, default=None)
+    cells: list[str] = []
+    for line in table[1:]:
+        piece = line[start:end].strip()
+        if line[:1].isspace() and cells:  # a continuation line
+            glue = "" if cells[-1].endswith("-") else " "
+            cells[-1] = f"{cells[-1]}{glue}{piece}".strip()
+        else:
+            cells.append(piece)
+    return cells
+
+
+def test_show_tables_fit_80_columns_one_row_per_pattern(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_dist(
+        "qbackend-wide-and-long-name",
+        {"qcore.backends": {"wide": "qwide_cli.plugin:PLUGIN"}},
+        {"qwide_cli.plugin": WIDE_BACKEND},
+    )
+    import qcore
+
+    patterns = len(qcore.get_backend_config("wide").configs)
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = _lines_of(["show", "wide"], capsys)
+    assert len(wide) == 2 + patterns  # room enough: one line per pattern, as before
+    assert max(map(len, wide)) > 80  # so the narrow run below has something to wrap
+
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = _lines_of(["show", "wide"], capsys)
+    assert max(map(len, narrow)) <= 80
+    assert narrow[1].split() == ["PATTERN", "OUTPUT", "DTYPES", "MODULE"]
+    assert len(_rows(narrow)) == 2 + patterns
+    # wrapping loses nothing: the narrow table holds the same characters as the wide one
+    assert sorted("".join(narrow).replace(" ", "")) == sorted("".join(wide).replace(" ", ""))
+    assert any(row.startswith("ReLU(operator.add(") for row in _rows(narrow))
+
+
+def test_show_quantizer_fits_80_columns_and_names_extension_sources(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_dist(
+        "qquantizer-wordy",
+        {"qcore.quantizers": {"wordy": "qwordy_cli.plugin:PLUGIN"}},
+        {"qwordy_cli.plugin": WORDY_PLUGIN, "qwordy_cli.quantizer": WORDY_QUANTIZER},
+    )
+    fake_dist(
+        "qchip-extras",
+        {"qcore.quantizer_extensions": {"wordy.chip": "qwordy_cli.plugin:EXTENSION"}},
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = _lines_of(["show", "wordy"], capsys)
+    assert max(map(len, lines)) <= 80
+    assert lines[0] == "quantizer wordy (qquantizer-wordy 1.0): 4 annotators"
+    assert lines[1].split() == ["ANNOTATOR", "MODES", "DESCRIPTION"]
+    rows = _rows(lines)[2:]
+    assert [r.split()[:3] for r in rows[:3]] == [
+        [f"conv2d_batch_norm_add_relu_{i}", "static", "dynamic"] for i in range(3)
+    ]
+    text = " ".join(" ".join(lines).split())
+    assert "in training graphs before batch-norm folding" in text
+    assert "silu through the chip's LUT; added by qchip-extras 1.0" in text
+
+
+def test_list_fits_80_columns_with_reasons_as_notes(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_dist(
+        "qbackend-a-distribution-with-a-long-name",
+        {"qcore.backends": {"chip": "qchip_list_missing.deeply.nested.plugin:PLUGIN"}},
+    )
+    fake_dist("qbackend-copy-a", {"qcore.backends": {"twin": "qtwin_list_a:PLUGIN"}})
+    fake_dist("qbackend-copy-b", {"qcore.backends": {"twin": "qtwin_list_b:PLUGIN"}})
+    import qcore
+    from qcore.errors import PluginError
+
+    with pytest.raises(PluginError):
+        qcore.get_backend_config("chip")
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = _lines_of(["list"], capsys)
+    assert max(map(len, lines)) <= 80
+    assert lines[0].split() == ["KIND", "NAME", "DISTRIBUTION", "VERSION", "STATUS"]
+    table = lines[: lines.index("")]
+    columns = zip(*(_column(table, h) for h in ("NAME", "DISTRIBUTION", "STATUS")), strict=True)
+    statuses = {(name, dist): status for name, dist, status in columns if "[" in status}
+    assert statuses == {
+        ("chip", "qbackend-a-distribution-with-a-long-name"): "error [1]",
+        ("twin", "qbackend-copy-a"): "conflict [2]",  # both claimants share one note
+        ("twin", "qbackend-copy-b"): "conflict [2]",
+    }
+    notes = "\n".join(lines[lines.index("") + 1 :])
+    assert notes.startswith("[1] ") and "\n[2] " in notes
+    assert "qchip_list_missing" in notes and "ModuleNotFoundError" in notes
+    assert "qbackend-copy-a" in notes.split("[2]")[1]
+
+
+def test_an_unexpected_error_is_one_line_and_a_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qcore import describe
+
+    def broken(name: str) -> str:
+        try:
+            raise ImportError("libopenblas.so: cannot open shared object file")
+        except ImportError as exc:
+            raise RuntimeError("\nIMPORTANT: PLEASE READ THIS\n\nmany lines of advice") from exc
+
+    monkeypatch.setitem(describe.DESCRIBERS, "lowering", broken)
+    monkeypatch.setattr("qcore.cli._resolve", lambda spec, kinds: [("lowering", spec)])
+    assert main(["show", "anything"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "qcore: error: RuntimeError: IMPORTANT: PLEASE READ THIS (caused by ImportError: "
+        "libopenblas.so: cannot open shared object file)",
+        "hint: rerun with --debug for the traceback; if the error persists, report it with "
+        "that output",
+    ]
+    with pytest.raises(RuntimeError, match="IMPORTANT"):
+        main(["--debug", "show", "anything"])
+    with pytest.raises(RuntimeError, match="IMPORTANT"):
+        main(["show", "anything", "--debug"])  # after the command too
+
+
+def test_debug_prints_the_traceback_of_a_broken_plugin(fake_dist: FakeDist) -> None:
+    root = fake_dist(
+        "qbackend-broken", {"qcore.backends": {"broken": "qbroken_debug.plugin:PLUGIN"}}
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "qcore.cli", *args],
+            capture_output=True, text=True, env=env, timeout=300, check=False,
+        )
+
+    plain = run("show", "broken")
+    assert plain.returncode == 1, plain.stderr  # the show table reports the broken kind
+    assert "Traceback" not in plain.stdout + plain.stderr
+    plain = run("check", "broken")
+    assert plain.returncode == 1 and "Traceback" not in plain.stdout + plain.stderr
+    error = run("show", "broken", "--nosuchflag")
+    assert error.returncode == 2 and "Traceback" not in error.stderr  # argparse's usage error
+
+    debug = run("--debug", "show", "broken")
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert "ModuleNotFoundError: No module named 'qbroken_debug'" in debug.stderr
+    unknown = run("show", "nosuch")
+    assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 2
+    unknown = run("show", "nosuch", "--debug")
+    assert "Traceback" in unknown.stderr and "PluginNotFoundError" in unknown.stderr

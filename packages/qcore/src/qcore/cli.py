@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import textwrap
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from qcore.errors import PluginError
+from qcore import cli_errors
+from qcore.errors import PluginError, PluginNotFoundError
 from qcore.plugins import REGISTRY, foreign_qcore_reason
-from qcore.tables import render_table
+from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
 # CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
@@ -33,21 +36,12 @@ def _quiet_upstream_noise() -> None:
 
 def _cmd_list(_: argparse.Namespace) -> int:
     from qcore.api import list_plugins
+    from qcore.describe import describe_plugins
 
     foreign = foreign_qcore_reason()
     if foreign:
         print(f"warning: {foreign}", file=sys.stderr)
-    rows = [
-        [
-            p.kind,
-            p.name,
-            p.distribution,
-            p.version,
-            p.status + (f" ({p.reason})" if p.reason else ""),
-        ]
-        for p in list_plugins()
-    ]
-    print(render_table(["KIND", "NAME", "DISTRIBUTION", "VERSION", "STATUS"], rows))
+    print(describe_plugins(list_plugins(), width=terminal_width()))
     return 0
 
 
@@ -58,7 +52,9 @@ def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
     found = [(k, name) for k in candidates if name in REGISTRY.names(k)]
     if not found:
         known = sorted({n for k in kinds for n in REGISTRY.names(k)})
-        raise PluginError(f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})")
+        raise PluginNotFoundError(
+            f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})"
+        )
     return found
 
 
@@ -70,7 +66,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         try:
             print(DESCRIBERS[kind](name))
         except PluginError as exc:  # one broken kind must not hide the others
-            print(f"{kind} {name}: error: {exc}\n")
+            if args.debug:
+                raise
+            message = f"{kind} {name}: error: {cli_errors.error_line(exc)}"
+            print(textwrap.fill(message, terminal_width(), subsequent_indent="  ") + "\n")
             failed = True
     return 1 if failed else 0
 
@@ -121,14 +120,22 @@ def _cmd_host(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(_: argparse.Namespace) -> int:
-    from qcore.demo import run_demo
-
-    return run_demo()
+def _cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        from qcore.demo import run_demo
+    except ImportError as exc:  # the extra's packages are missing
+        raise PluginError(
+            f"qcore demo needs the demo extra ({exc.name} is missing): "
+            "pip install 'qcore[demo]'"
+        ) from exc
+    return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qcore", description=__doc__)
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error instead of a hint"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="installed plugins (reads metadata only)").set_defaults(
         func=_cmd_list
@@ -145,8 +152,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "host", help="what this CPU (and the named target, QCORE_INT8_TARGET) does for int8"
     ).set_defaults(func=_cmd_host)
-    sub.add_parser("demo", help="quantize a small model end to end").set_defaults(func=_cmd_demo)
+    demo = sub.add_parser("demo", help="every installed flow on a real task, compared")
+    demo.add_argument("--plot", type=Path, metavar="FILE.png", help="per-layer error chart")
+    demo.add_argument("--json", type=Path, metavar="FILE", help="the table as JSON")
+    demo.add_argument("--retrain", action="store_true", help="ignore the cached model")
+    demo.set_defaults(func=_cmd_demo)
+    for command in sub.choices.values():  # `qcore show x --debug` works too
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     return parser
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush to a closed pipe
+    does not print a second error (the recipe of Python's signal documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in tests)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,9 +179,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_upstream_noise()
     try:
         code: int = args.func(args)
-    except PluginError as exc:
-        print(f"qcore: error: {exc}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:  # `qcore show onednn | head`: the reader left, nothing to say
+        _silence_stdout()
+        return 1
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("qcore: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every failure: one line and a hint, unless --debug
+        if args.debug:
+            raise
+        print(f"qcore: error: {cli_errors.error_line(exc)}", file=sys.stderr)
+        print(f"hint: {cli_errors.hint(exc)}", file=sys.stderr)
+        return cli_errors.status(exc)
     return code
 
 

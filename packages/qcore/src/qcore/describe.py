@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from qcore.plugins import REGISTRY
-from qcore.tables import render_table
+from qcore.plugins import REGISTRY, PluginInfo
+from qcore.tables import render_notes, render_table, terminal_width
 
 # torch's conventional aliases, so that nn.Conv2d and its QAT twin read differently.
 _MODULE_ALIASES = (
@@ -17,10 +18,11 @@ _MODULE_ALIASES = (
     ("torch.ao.nn.quantized", "nnq."),
     ("torch.nn", ""),
 )
+#: The OUTPUT column: the output's own observer, the input's (shared), or none at all.
 _OBSERVATION = {
-    "OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT": "own-output",
-    "OUTPUT_SHARE_OBSERVER_WITH_INPUT": "shared-with-input",
-    "INPUT_OUTPUT_NOT_OBSERVED": "not-observed",
+    "OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT": "own",
+    "OUTPUT_SHARE_OBSERVER_WITH_INPUT": "shared",
+    "INPUT_OUTPUT_NOT_OBSERVED": "none",
 }
 
 
@@ -71,6 +73,28 @@ def _dtype_text(dtype_config: dict[str, Any]) -> str:
     return text + (" dyn" if dtype_config.get("is_dynamic") else "")
 
 
+def describe_plugins(plugins: Sequence[PluginInfo], width: int | None = None) -> str:
+    """The ``qcore list`` table. Reasons (import errors, conflicts) are notes under the
+    table, referenced from the STATUS cell: inline, one long reason would push every
+    other row past the terminal's width."""
+    notes: list[str] = []
+    rows = []
+    for p in plugins:
+        status = p.status
+        if p.reason:
+            if p.reason not in notes:  # both sides of a conflict share one note
+                notes.append(p.reason)
+            status += f" [{notes.index(p.reason) + 1}]"
+        rows.append([p.kind, p.name, p.distribution, p.version, status])
+    table = render_table(
+        ["KIND", "NAME", "DISTRIBUTION", "VERSION", "STATUS"],
+        rows,
+        width=width,
+        min_widths={"KIND": 19, "STATUS": 13},
+    )
+    return f"{table}\n\n{render_notes(notes, width)}" if notes else table
+
+
 def describe_backend(name: str) -> str:
     from qcore.api import get_backend_config
 
@@ -88,7 +112,13 @@ def describe_backend(name: str) -> str:
             ]
         )
     header = f"backend {name} ({REGISTRY.distribution('backend', name)}): {len(rows)} patterns"
-    table = render_table(["PATTERN", "OBSERVATION", "DTYPES", "MODULE"], rows)
+    table = render_table(
+        ["PATTERN", "OUTPUT", "DTYPES", "MODULE"],
+        rows,
+        width=terminal_width(),
+        # most dtype configs ("quint8→quint8 w:qint8") stay on one line
+        min_widths={"DTYPES": 21},
+    )
     return f"{header}\n{table}\n"
 
 
@@ -100,30 +130,37 @@ def describe_quantizer(name: str) -> str:
     namespace = plugin.annotator_namespace or name
     install_quantizer_extensions(name)
     get_quantizer(name)  # a quantizer registers its annotators when its module loads
-    mark = {True: "yes", False: "-"}
+    owner = REGISTRY.distribution("quantizer", name)
     rows = [
         [
             a.name,
-            mark[a.static],
-            mark[a.dynamic],
-            mark[a.qat_only],
-            ANNOTATORS.source(namespace, a.name),
-            a.description,
+            a.marks,
+            _with_source(a.description, ANNOTATORS.source(namespace, a.name), owner),
         ]
         for a in ANNOTATORS.annotators(namespace)
     ]
-    header = (
-        f"quantizer {name} ({REGISTRY.distribution('quantizer', name)}): {len(rows)} annotators"
-    )
+    header = f"quantizer {name} ({owner}): {len(rows)} annotators"
     table = render_table(
-        ["ANNOTATOR", "STATIC", "DYNAMIC", "QAT-ONLY", "FROM", "DESCRIPTION"], rows
+        ["ANNOTATOR", "MODES", "DESCRIPTION"],
+        rows,
+        width=terminal_width(),
+        min_widths={"DESCRIPTION": 30},
     )
     return f"{header}\n{table}\n"
 
 
+def _with_source(description: str, source: str, owner: str) -> str:
+    """The description, naming the distribution when an extension added the annotator
+    (the header names the quantizer's own)."""
+    if source == owner:
+        return description
+    return f"{description}; added by {source}" if description else f"added by {source}"
+
+
 def describe_lowering(name: str) -> str:
     plugin = REGISTRY.load("lowering", name)
-    return f"lowering {name} ({REGISTRY.distribution('lowering', name)}): {plugin.description}\n"
+    text = f"lowering {name} ({REGISTRY.distribution('lowering', name)}): {plugin.description}"
+    return textwrap.fill(text, terminal_width(), subsequent_indent="  ") + "\n"
 
 
 DESCRIBERS: dict[str, Callable[[str], str]] = {
