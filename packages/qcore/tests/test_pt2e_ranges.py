@@ -17,7 +17,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.pt2e_ranges import TargetWeightObserver, weight_observer_ctr
+from qcore.pt2e_ranges import TargetPerChannelWeightObserver, weight_observer_ctr
 from qcore.saturation import SAFE_HALF_RANGE
 
 
@@ -66,7 +66,7 @@ def _quantize(model: nn.Module) -> tuple[torch.fx.GraphModule, torch.fx.GraphMod
     prepared = prepare_pt2e(exported, _quantizer())
     for batch in batches:
         prepared(batch)
-    observers = [m for m in prepared.modules() if isinstance(m, TargetWeightObserver)]
+    observers = [m for m in prepared.modules() if isinstance(m, TargetPerChannelWeightObserver)]
     converted = convert_pt2e(prepared)
     return converted, observers  # type: ignore[return-value]
 
@@ -107,7 +107,7 @@ def test_saturating_target_chooses_per_channel_ranges_from_calibration() -> None
 
 
 def test_an_unlinked_observer_keeps_every_channel_safe() -> None:
-    observer = TargetWeightObserver(quant_min=-128, quant_max=127)
+    observer = TargetPerChannelWeightObserver(quant_min=-128, quant_max=127)
     weight = torch.randn(4, 9, generator=torch.Generator().manual_seed(3))
     observer(weight)
     scale, _ = observer.calculate_qparams()

@@ -121,6 +121,7 @@ def test_choice_narrows_overflowing_channels_and_is_never_worse(zero_point: int)
     assert choice.saturated > 0
     assert 0 < choice.narrowed <= 16
     assert choice.sqnr_chosen > choice.sqnr_full + 3
+    assert choice.saturated_chosen == 0
 
 
 @pytest.fixture

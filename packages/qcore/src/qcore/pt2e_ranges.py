@@ -2,7 +2,7 @@
 
 The PT2E twin of :mod:`qcore.weight_ranges`: a quantizer puts
 :func:`weight_observer_ctr` in its weight ``QuantizationSpec``. On a target CPU that
-saturates int8 (see :mod:`qcore.host`) that is a :class:`TargetWeightObserver`, and
+saturates int8 (see :mod:`qcore.host`) that is a :class:`TargetPerChannelWeightObserver`, and
 :meth:`qcore.annotation.quantizer.RegistryQuantizer.prepare_obs_or_fq_callback` links
 each one, through :func:`link_weight_observers`, to the observer of its layer's input,
 which keeps a capped sample of the calibration inputs. ``convert_pt2e`` then asks the
@@ -27,7 +27,7 @@ from qcore.calibration import InputRecorder
 from qcore.host import target
 from qcore.saturation import SAFE_HALF_RANGE, Geometry, RangeChoice, choose_weight_ranges
 
-__all__ = ["TargetWeightObserver", "link_weight_observers", "weight_observer_ctr"]
+__all__ = ["TargetPerChannelWeightObserver", "link_weight_observers", "weight_observer_ctr"]
 
 _aten = torch.ops.aten
 #: aten op -> number of spatial dims (0: linear). Their arguments: input, weight, bias,
@@ -50,10 +50,11 @@ class _Link:
     layer: str
 
 
-class TargetWeightObserver(PerChannelMinMaxObserver):  # type: ignore[misc]  # torchao is untyped
+class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[misc]  # torchao is untyped
     """torchao's per-channel symmetric int8 weight observer, with the range chosen per
     channel for a saturating CPU: from calibration inputs when linked to its layer's input
-    observer, else the safe range for every channel."""
+    observer, else the safe range for every channel. (torchao hands ``ch_axis`` only to
+    observers whose class name says "PerChannel".)"""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("dtype", torch.int8)
@@ -102,8 +103,8 @@ class TargetWeightObserver(PerChannelMinMaxObserver):  # type: ignore[misc]  # t
 
 def weight_observer_ctr(**kwargs: Any) -> Any:
     """The weight observer constructor for a per-channel symmetric int8 weight spec:
-    :class:`TargetWeightObserver` on a saturating target, else torchao's own."""
-    cls = TargetWeightObserver if target().saturates_u8s8 else PerChannelMinMaxObserver
+    :class:`TargetPerChannelWeightObserver` on a saturating target, else torchao's own."""
+    cls = TargetPerChannelWeightObserver if target().saturates_u8s8 else PerChannelMinMaxObserver
     return cls.with_args(**kwargs)
 
 
@@ -144,7 +145,7 @@ def _in_channels(node: Node, geometry: Geometry) -> int | None:
 def link_weight_observers(
     model: GraphModule, edge_or_node_to_obs_or_fq: Mapping[Any, Any]
 ) -> None:
-    """Link every :class:`TargetWeightObserver` to its layer's input observer, which
+    """Link every :class:`TargetPerChannelWeightObserver` to its layer's input observer, which
     starts recording calibration inputs. A quantizer's ``prepare_obs_or_fq_callback``."""
     del model
     for node in {key[1] for key in edge_or_node_to_obs_or_fq if isinstance(key, tuple)}:
@@ -153,8 +154,10 @@ def link_weight_observers(
             continue
         weight_obs = edge_or_node_to_obs_or_fq.get((node.args[1], node))
         input_obs = edge_or_node_to_obs_or_fq.get((node.args[0], node))
-        if not isinstance(weight_obs, TargetWeightObserver) or input_obs is None:
+        if not isinstance(weight_obs, TargetPerChannelWeightObserver) or input_obs is None:
             continue
+        if getattr(input_obs, "is_dynamic", False):
+            continue  # inputs are quantized per batch at run time: the layer stays safe
         geometry = _geometry(node, dims)
         channels = _in_channels(node, geometry) if geometry is not None else None
         if geometry is None or channels is None:

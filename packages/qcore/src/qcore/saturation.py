@@ -11,9 +11,7 @@ small). Depthwise convolutions pair a channel with padding and never overflow.
 
 This module holds the arithmetic only: :func:`worst_case_pair_sum` (can an op overflow
 at all, from its integer weights) and :func:`choose_weight_ranges` (per output channel,
-try full-range weights and a few narrower ranges down to the safe one on calibration
-inputs, under the target's arithmetic, and keep whichever is closest to the float
-layer). The emulation matches the host's kernels: ``tests/test_saturation.py`` compares
+the widest range whose pair sums on calibration inputs stay clear of the int16 limit). The emulation matches the host's kernels: ``tests/test_saturation.py`` compares
 it with oneDNN itself on a non-VNNI host.
 """
 
@@ -28,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATE_HALF_RANGES",
+    "HEADROOM",
     "INT16_MAX",
     "SAFE_HALF_RANGE",
     "Geometry",
@@ -46,6 +45,9 @@ INT16_MIN = -32768
 SAFE_HALF_RANGE = 63.5
 #: Narrower ranges tried per channel, from least to most narrowing.
 CANDIDATE_HALF_RANGES = (111.5, 95.5, 79.5, SAFE_HALF_RANGE)
+#: A channel keeps a range only if its calibration pair sums peak at most this fraction
+#: of the int16 limit: held-out inputs reach somewhat beyond what calibration saw.
+HEADROOM = 0.9
 #: Output positions drawn from the calibration inputs to compare the weight forms.
 DEFAULT_SAMPLES = 512
 #: Upper bound on the elements of one intermediate tensor of the emulation.
@@ -84,8 +86,9 @@ class RangeChoice:
     ``half_ranges[o]``: channel ``o`` is quantized with ``scale = amax / half_ranges[o]``
     (``full_half_range`` for the untouched range). ``sqnr_full`` / ``sqnr_chosen``:
     layer-output SQNR (dB) against the float layer on the sampled calibration inputs,
-    under the target's arithmetic. ``saturated``: fraction of sampled outputs where a
-    pair overflowed with full-range weights.
+    under the target's arithmetic, with full-range and with the chosen weights.
+    ``saturated`` / ``saturated_chosen``: fraction of sampled outputs where a pair
+    overflowed, with full-range and with the chosen weights.
     """
 
     half_ranges: tuple[float, ...]
@@ -93,6 +96,7 @@ class RangeChoice:
     sqnr_full: float
     sqnr_chosen: float
     saturated: float
+    saturated_chosen: float = 0.0
 
     @property
     def narrowed(self) -> int:
@@ -123,6 +127,11 @@ def worst_case_pair_sum(weight_q: Tensor, act_max: int = 255) -> int:
     (pairs never cross a group, so grouped weights need no extra argument). A result
     above :data:`INT16_MAX` means the op can overflow on a non-VNNI CPU.
     """
+    return int(_worst_pair_per_channel(weight_q, act_max).max())
+
+
+def _worst_pair_per_channel(weight_q: Tensor, act_max: int) -> Tensor:
+    """Per output channel, the largest ``|pair sum|`` any input can produce."""
     import torch
 
     w = weight_q.detach().to(torch.int64)
@@ -131,8 +140,7 @@ def worst_case_pair_sum(weight_q: Tensor, act_max: int = 255) -> int:
     pairs = w.reshape(w.shape[0], w.shape[1] // 2, 2, w.shape[2])
     positive = pairs.clamp(min=0).sum(2)
     negative = pairs.clamp(max=0).sum(2)
-    worst = torch.maximum(positive, -negative).max()
-    return int(worst) * act_max
+    return torch.maximum(positive, -negative).amax((1, 2)) * act_max
 
 
 def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:
@@ -230,10 +238,16 @@ def emulate_accumulators(
 
 def _saturation_error(x: Tensor, w: Tensor, groups: int) -> Tensor:
     """What int16 clamping of channel pairs adds to the exact accumulators, ``(S, O)``."""
+    return _pair_stats(x, w, groups)[0]
+
+
+def _pair_stats(x: Tensor, w: Tensor, groups: int) -> tuple[Tensor, Tensor]:
+    """The saturation error ``(S, O)`` and each output channel's peak ``|pair sum|``."""
     import torch
 
     out_per_group, in_per_group = w.shape[0] // groups, w.shape[1]
     error = torch.zeros(x.shape[0], w.shape[0], dtype=torch.float64)
+    peak = torch.zeros(w.shape[0], dtype=torch.float64)
     for g in range(groups):
         xg = _even_channels(x[:, g * in_per_group : (g + 1) * in_per_group], 1)
         wg = _even_channels(w[g * out_per_group : (g + 1) * out_per_group], 1)
@@ -245,10 +259,11 @@ def _saturation_error(x: Tensor, w: Tensor, groups: int) -> Tensor:
         step = max(1, _CHUNK_ELEMENTS // max(1, s * (c // 2) * t))
         for start in range(0, wg.shape[0], step):
             pair = torch.einsum("spct,opct->sopt", xp, wp[start : start + step])
-            clamped = (pair.clamp(INT16_MIN, INT16_MAX) - pair).sum((2, 3))
             first = g * out_per_group + start
-            error[:, first : first + clamped.shape[1]] = clamped
-    return error
+            stop = first + pair.shape[1]
+            error[:, first:stop] = (pair.clamp(INT16_MIN, INT16_MAX) - pair).sum((2, 3))
+            peak[first:stop] = pair.abs().amax((0, 2, 3))
+    return error, peak
 
 
 def choose_weight_ranges(
@@ -261,14 +276,18 @@ def choose_weight_ranges(
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
 ) -> RangeChoice:
-    """Per output channel, the weight range closest to the float layer on a saturating CPU.
+    """Per output channel, the widest weight range that leaves headroom on a saturating CPU.
 
     ``input_qparams``: ``(scale, zero_point, quant_min, quant_max)`` of the layer's uint8
-    input. Full-range weights (under saturation) and each of
-    :data:`CANDIDATE_HALF_RANGES` are run on up to ``samples`` output positions of
-    ``inputs`` (calibration data) and compared with the float layer on the same inputs;
-    each channel keeps the candidate with the smallest error. A channel where nothing
-    overflows keeps the full range, so a layer where nothing overflows is untouched.
+    input. The layer's int16 pair sums are emulated on up to ``samples`` output positions
+    of ``inputs`` (calibration data). Pair sums scale with the weight codes, so a channel
+    that no input can overflow, or whose peak with full-range weights is at most
+    :data:`HEADROOM` of the int16 limit, keeps the full range (and a layer where that
+    holds everywhere is untouched); another
+    takes the widest of :data:`CANDIDATE_HALF_RANGES` that brings its peak under that
+    line, down to the safe range, which no input can overflow. The headroom is for inputs
+    calibration never showed: int8 kernels that overflow on them are silently wrong,
+    while a slightly narrower range costs a fraction of a bit.
     """
     import torch
 
@@ -280,32 +299,33 @@ def choose_weight_ranges(
     w = weight.detach().double().reshape(weight.shape[0], weight.shape[1], -1)
     reference = _grouped_matmul(rows, w, geometry.groups)
     full_half = (full_qrange[1] - full_qrange[0]) / 2
-    halves = [full_half, *(h for h in CANDIDATE_HALF_RANGES if h < full_half)]
-    outputs, errors = [], []
-    overflowed = torch.zeros(weight.shape[0], dtype=torch.bool)
-    saturated = 0.0
-    for index, half in enumerate(halves):
-        codes, w_scale = weight_codes(w, half)
-        acc = _grouped_matmul(rows_u8, codes, geometry.groups)
-        if half * 2 * 255 > INT16_MAX:  # only narrower ranges are overflow-free by design
-            overflow = _saturation_error(rows_u8, codes, geometry.groups)
-            acc = acc + overflow
-            if index == 0:
-                overflowed = (overflow != 0).any(0)
-                saturated = float((overflow != 0).double().mean())
+    limit = HEADROOM * INT16_MAX
+
+    def emulate(half_ranges: Tensor | float) -> tuple[Tensor, Tensor, Tensor]:
+        codes, w_scale = weight_codes(w, half_ranges)
+        error, peak = _pair_stats(rows_u8, codes, geometry.groups)
+        acc = _grouped_matmul(rows_u8, codes, geometry.groups) + error
         # oneDNN subtracts the zero point's contribution exactly, in int32
-        output = (acc - zero_point * codes.sum((1, 2))) * scale * w_scale
-        outputs.append(output)
-        errors.append(((output - reference) ** 2).sum(0))
-    best = torch.stack(errors).argmin(0)
-    best = torch.where(overflowed, best, torch.zeros_like(best))
-    chosen = torch.stack(outputs).gather(0, best.reshape(1, 1, -1).expand(1, *outputs[0].shape))[0]
+        return (acc - zero_point * codes.sum((1, 2))) * scale * w_scale, error, peak
+
+    full_output, full_error, full_peak = emulate(full_half)
+    # a channel no input can overflow keeps its range, whatever calibration showed
+    overflowable = _worst_pair_per_channel(weight_codes(w, full_half)[0], int(qmax)) > INT16_MAX
+    halves = torch.full((w.shape[0],), full_half, dtype=torch.float64)
+    for candidate in sorted((h for h in CANDIDATE_HALF_RANGES if h < full_half), reverse=True):
+        too_high = overflowable & (full_peak * (halves / full_half) > limit)
+        halves = torch.where(too_high, torch.full_like(halves, candidate), halves)
+    if bool((halves == full_half).all()):
+        chosen_output, chosen_error = full_output, full_error
+    else:
+        chosen_output, chosen_error, _ = emulate(halves)
     return RangeChoice(
-        tuple(halves[int(i)] for i in best),
+        tuple(float(h) for h in halves),
         full_half,
-        sqnr(reference, outputs[0]),
-        sqnr(reference, chosen),
-        saturated,
+        sqnr(reference, full_output),
+        sqnr(reference, chosen_output),
+        float((full_error != 0).double().mean()),
+        float((chosen_error != 0).double().mean()),
     )
 
 

@@ -18,12 +18,13 @@ from torchao.quantization.pt2e import (
     HistogramObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
-    PerChannelMinMaxObserver,
     PlaceholderObserver,
 )
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
 import qcore.host
+from qcore.pt2e_ranges import weight_observer_ctr
+from qcore.weight_ranges import SAFE_QRANGE
 
 __all__ = [
     "EPS",
@@ -64,10 +65,11 @@ def _default_config(
         is_dynamic=is_dynamic,
         observer_or_fake_quant_ctr=_activation_observer(is_qat, is_dynamic),
     )
+    weight_min, weight_max = _weight_range(is_qat)
     weight = QuantizationSpec(
         dtype=torch.int8,
-        quant_min=-128,
-        quant_max=127,
+        quant_min=weight_min,
+        quant_max=weight_max,
         qscheme=torch.per_channel_symmetric,
         ch_axis=0,  # output channels of conv (oc, ic, kh, kw) and linear (out, in) weights
         is_dynamic=False,
@@ -90,20 +92,29 @@ def _activation_observer(is_qat: bool, is_dynamic: bool) -> Any:
     return HistogramObserver.with_args(eps=EPS)
 
 
+def _weight_range(is_qat: bool) -> tuple[int, int]:
+    """int8 [-128, 127], upstream's range; QAT on a CPU without VNNI trains with
+    ``qcore``'s safe range instead (a per-layer switch after training would change the
+    weights the network learned against)."""
+    if is_qat and qcore.host.target().saturates_u8s8:
+        return SAFE_QRANGE
+    return (-128, 127)
+
+
 def _weight_observer(is_qat: bool, is_dynamic: bool) -> Any:
     """The observer (or fake-quant) constructor for int8 per-channel weights.
 
-    The single place where the weight range is chosen: the host-aware rule (a range that
-    cannot saturate oneDNN's int8 kernels on a CPU without VNNI, see ``qcore.host`` and
-    ``qcore.saturation``) plugs in here. On a VNNI target it must stay upstream's choice,
-    which the parity tests compare against.
+    The single place where the weight observer follows the target CPU: without VNNI,
+    post-training weights get ``qcore``'s target-aware observer, which picks each
+    channel's range from the layer's calibration inputs (``qcore.pt2e_ranges``). On a
+    VNNI target it is upstream's choice, which the parity tests compare against.
     """
-    del is_dynamic  # dynamic configs quantize weights exactly as static ones
     if is_qat:
         return FusedMovingAvgObsFakeQuantize.with_args(
             eps=EPS, observer=MovingAveragePerChannelMinMaxObserver
         )
-    return PerChannelMinMaxObserver.with_args(eps=EPS)
+    del is_dynamic  # dynamic layers are not linked to inputs: every channel safe
+    return weight_observer_ctr(eps=EPS)  # torchao's own observer on a VNNI target
 
 
 @functools.lru_cache
