@@ -1,0 +1,112 @@
+"""docs/write-a-backend.md, run as written: its files and commands make a plugin that
+`qcore list` shows and `qcore check` passes.
+
+The guide's blocks become one bash script, in order: a block under a `` `path`: ``
+caption is written to that path, a ``bash`` block runs as it is (blocks after
+``<!-- not-run -->``, such as publishing, are skipped). The script runs in a temporary
+folder with this interpreter's environment first on PATH, so ``pip``, ``python`` and
+``qcore`` are the ones under test. The only liberty taken: ``pip install`` runs offline
+(``--no-index``) and builds with the installed hatchling (``--no-build-isolation``), so the
+test needs no network. The plugin is uninstalled afterwards, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from qcore.testing.readme import NOT_RUN_MARKER, CodeBlock, code_blocks
+
+GUIDE = Path(__file__).parents[1] / "docs" / "write-a-backend.md"
+DISTRIBUTION = "qbackend-mychip"
+PLUGIN = "mychip"
+
+_FILE_CAPTION = re.compile(r"^`(?P<path>[\w./-]+)`:$")
+_END = "QCORE_GUIDE_END_OF_FILE"
+
+# pip as the guide's reader has it, but offline and with the build backend installed here
+_PRELUDE = f"""\
+set -euo pipefail
+pip() {{
+    if [ "$1" = install ]; then
+        shift
+        command {shlex.quote(sys.executable)} -m pip install --no-index --no-build-isolation "$@"
+    else
+        command {shlex.quote(sys.executable)} -m pip "$@"
+    fi
+}}
+"""
+
+
+def _file_path(block: CodeBlock) -> str | None:
+    match = _FILE_CAPTION.match(block.caption)
+    return match["path"] if match else None
+
+
+def guide_script(markdown: str) -> tuple[str, list[str], list[str]]:
+    """The bash script the guide amounts to, the files it writes and the commands it runs."""
+    parts, files, commands = [_PRELUDE], [], []
+    for block in code_blocks(markdown):
+        path = _file_path(block)
+        if path is not None:
+            assert _END not in block.code, f"{path} contains the heredoc terminator"
+            files.append(path)
+            parts.append(
+                f'mkdir -p "$(dirname {shlex.quote(path)})"\n'
+                f"cat > {shlex.quote(path)} <<'{_END}'\n{block.code}{_END}\n"
+            )
+        elif block.language == "bash" and block.caption != NOT_RUN_MARKER:
+            commands += [line.strip() for line in block.code.splitlines() if line.strip()]
+            parts.append(f"echo '### docs/write-a-backend.md line {block.line}'\n{block.code}")
+    return "\n".join(parts), files, commands
+
+
+def _uninstall() -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "uninstall", "-y", "-q", DISTRIBUTION],
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_the_guide_builds_a_plugin_that_qcore_lists_and_checks(tmp_path: Path) -> None:
+    script, files, commands = guide_script(GUIDE.read_text(encoding="utf-8"))
+    assert "pyproject.toml" in files and any(f.startswith("src/") for f in files), files
+    for command in ("pip install .", "qcore list", f"qcore check {PLUGIN}"):
+        assert command in commands, f"the guide no longer runs `{command}`"
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    _uninstall()  # a run that was killed may have left it installed
+    try:
+        result = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        listed = subprocess.run(
+            [sys.executable, "-m", "qcore.cli", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        _uninstall()
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    rows = {tuple(line.split()[:3]) for line in listed.stdout.splitlines()}
+    assert {("backend", PLUGIN, DISTRIBUTION), ("quantizer", PLUGIN, DISTRIBUTION)} <= rows
+    for kind in ("backend", "quantizer"):
+        summary = re.search(rf"^{kind}:{PLUGIN}: (\d+) passed, (\d+) failed$", output, re.M)
+        assert summary is not None, output
+        assert int(summary[1]) > 0 and summary[2] == "0", summary[0]
+    assert (tmp_path / "qbackend-mychip" / ".github" / "workflows" / "ci.yml").is_file()
