@@ -87,14 +87,16 @@ def _has_annotation(node: Node) -> bool:
 
 
 def _quantized(node: Node) -> bool:
-    """Annotated itself, or inside a fused pattern whose output node carries the spec."""
+    """Annotated itself, or claimed by a fused pattern one of whose nodes next to it
+    carries a spec (the pattern's output, or its quantized input: x86 leaves a fused
+    add's output to whatever consumes it)."""
     if _has_annotation(node):
         return True
     ann = node.meta.get(Q_ANNOTATION_KEY)
     return (
         ann is not None
         and annotation_is_claimed(ann)
-        and any(_has_annotation(u) for u in node.users)
+        and any(_has_annotation(n) for n in [*node.users, *node.all_input_nodes])
     )
 
 
@@ -124,9 +126,10 @@ def _reason(quantizer: RegistryQuantizer, node: Node, gm: GraphModule) -> tuple[
     if not candidates:
         return NO_ANNOTATOR, f"'{quantizer.namespace}' has no annotator for {node.target}"
     owner = _owner(quantizer, node)
-    if owner is None or owner[0] is None:
-        label = owner[1] if owner else "global"
-        return EXCLUDED, f"the {label} config is None"
+    if owner is None:
+        return EXCLUDED, "no configured scope of the quantizer covers it"
+    if owner[0] is None:
+        return EXCLUDED, f"the {owner[1]} config is None"
     config, label = owner
     if quantizer.filter_fn is not None and not quantizer.filter_fn(node):
         return EXCLUDED, "the filter function rejects it"
