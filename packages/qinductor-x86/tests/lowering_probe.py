@@ -28,8 +28,12 @@ import qcore
 from qinductor_x86 import lowering as x86_lowering
 
 
-def compile_one(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], quantizer: Any) -> dict[str, Any]:
+def compile_one(
+    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], quantizer: Any, narrow: bool = False
+) -> dict[str, Any]:
     converted = zoo.quantize(model, inputs, quantizer)
+    if narrow:  # fusions, not splits, on any host
+        zoo.narrow_weights(converted)
     with torch.no_grad():
         expected = converted(*inputs)
     lowering = qcore.get_lowering("x86")
@@ -49,7 +53,9 @@ def compile_one(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], quanti
 def standalone() -> dict[str, Any]:
     x86_lowering.switch_off_torch_builtins()
     results = {
-        "conv, x86 quantizer": compile_one(zoo.ConvStem(), (zoo.example(2, 3, 16, 16),), "x86"),
+        "conv, x86 quantizer": compile_one(
+            zoo.ConvStem(), (zoo.example(2, 3, 16, 16),), "x86", narrow=True
+        ),
         "linear, xnnpack quantizer": compile_one(zoo.MLP(), (zoo.example(8, 32),), "xnnpack"),
     }
     return {"results": results, "other_passes": x86_lowering.other_x86_passes()}

@@ -255,6 +255,28 @@ def builtin_x86_passes() -> dict[str, bool]:
     }
 
 
+def other_x86_copies_in_freezing() -> bool:
+    """Whether torch's or torchao's copy of the x86 int8 freezing passes runs in this
+    compile's freezing step: torchao's once imported; torch's once registered, or about to be
+    (torch registers it at the first compile, inside freezing, unless switched off)."""
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor.fx_passes import mkldnn_fusion, quantization
+
+    registered = builtin_x86_passes()
+    torch_will_register = (
+        getattr(mkldnn_fusion, "_register_quantization_weight_pack_pass", None)
+        is quantization._register_quantization_weight_pack_pass
+        and bool(inductor_config.cpp.weight_prepack)
+        and torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+    )
+    return (
+        registered["torch weight prepack and fusion"]
+        or registered["torchao weight prepack and fusion"]
+        or torch_will_register
+    )
+
+
 def switch_off_builtin_x86_passes() -> None:
     """Replace torch 2.13's two registration functions with no-ops.
 

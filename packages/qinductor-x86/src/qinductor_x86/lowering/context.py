@@ -33,6 +33,8 @@ class CompileContext:
     gm: GraphModule
     target: Int8Host
     constants: dict[Node, torch.Tensor]
+    #: torch's or torchao's copy of these passes runs in freezing, after this lowering
+    others_follow: bool = False
     lowered: Counter[str] = field(default_factory=Counter)
     declined: dict[Node, str] = field(default_factory=dict)
 

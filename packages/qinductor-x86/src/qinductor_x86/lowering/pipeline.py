@@ -71,7 +71,9 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
     assert isinstance(gm, torch.fx.GraphModule)
     private.normalize_like_freezing(gm)  # (a new gm.graph)
     graph = gm.graph
-    context = CompileContext(gm, target, private.frozen_constants(gm))
+    context = CompileContext(
+        gm, target, private.frozen_constants(gm), others_follow=private.other_x86_copies_in_freezing()
+    )
     # eager work on the frozen weights (saturation analysis, prepacking) uses real tensors;
     # new nodes get their fake values from the compile's fake mode (CompileContext.call)
     with lowering(context), private.real_tensors():
