@@ -32,6 +32,7 @@ from qcore.demo.digits import (
 )
 from qcore.demo.flows import Flow, compile_frozen, discover_flows
 from qcore.demo.output import FlowResult, render, write_json, write_plot
+from qcore.errors import PluginError
 from qcore.metrics import sqnr
 
 __all__ = ["MAX_TOP1_DROP", "run_demo"]
@@ -97,6 +98,8 @@ def _run_flow(flow: Flow, model: nn.Sequential, data: Digits, float_latency: _Fl
         result.note = quantized.note
         if per_layer:
             result.layer_sqnr_db = _layer_sqnr(flow, model, data)
+    except PluginError as exc:  # a broken plugin: the registry names it, others go on
+        result.error, result.plugin_failed = str(exc).splitlines()[0][:200], True
     except Exception as exc:  # noqa: BLE001 - the demo reports any flow's failure and goes on
         result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
     return result
@@ -122,7 +125,7 @@ def run_demo(
     """Run every installed flow; 0 when each runs and keeps top-1 within 1 point."""
     flows = discover_flows()
     _print_host()
-    print(f"Data: {DATASET}; model: a compact CNN (conv x3, linear).")
+    print(f"Data: {DATASET}; a compact CNN.")
     data = load_digits()
     started = time.perf_counter()
     model, cached = trained_model(data, retrain=retrain)
@@ -136,10 +139,17 @@ def run_demo(
         latency = _FloatLatency(model, data.test_x[:EVAL_BATCH])
         results = [_run_flow(f, model, data, latency, plot is not None) for f in flows]
     print(render(results))
-    failed = [r for r in results if r.error or float_top1 - r.int8_top1 > MAX_TOP1_DROP]
+    failed = [
+        r
+        for r in results
+        if (r.error and not r.plugin_failed) or float_top1 - r.int8_top1 > MAX_TOP1_DROP
+    ]
+    for r in results:
+        if r.plugin_failed:
+            print(textwrap.fill(f"\nSKIPPED {r.flow}: {r.error}", width=78))
     for r in failed:
         reason = r.error or f"lost {float_top1 - r.int8_top1:.1f} top-1 points"
-        print(f"\nFAILED {r.flow} ({r.distribution}): {reason}")
+        print(textwrap.fill(f"\nFAILED {r.flow} ({r.distribution}): {reason}", width=78))
     if json_path is not None:
         write_json(json_path, DATASET, results)
         print(f"\nWrote {json_path}")

@@ -27,6 +27,8 @@ class FlowResult:
     left_in_float: str = ""
     note: str = ""
     error: str = ""
+    #: the plugin itself failed to load: reported, but the plugin's problem, not a flow's
+    plugin_failed: bool = False
     layer_sqnr_db: dict[str, float] = field(default_factory=dict)
 
 
@@ -35,7 +37,9 @@ def render(results: list[FlowResult]) -> str:
     numbers = [
         [
             r.flow,
-            f"{r.float_top1:.1f} -> {r.int8_top1:.1f}" if not r.error else "failed",
+            f"{r.float_top1:.1f} -> {r.int8_top1:.1f}"
+            if not r.error
+            else "plugin failed to load" if r.plugin_failed else "failed",
             f"{r.sqnr_db:.1f}" if not r.error else "-",
             f"{r.float_ms:.2f} / {r.int8_ms:.2f}" if not r.error else "-",
         ]
@@ -44,11 +48,17 @@ def render(results: list[FlowResult]) -> str:
     table = render_table(["FLOW", "TOP-1 % (float -> int8)", "SQNR dB", "ms float / int8"],
                          numbers)
     details = [
-        [r.flow, r.error or r.lowered, "" if r.error else r.left_in_float] for r in results
+        [r.flow, _clip(r.error or r.lowered, 36), "" if r.error else _clip(r.left_in_float, 30)]
+        for r in results
     ]
     table2 = render_table(["FLOW", "QUANTIZED", "LEFT IN FLOAT"], details)
     notes = [f"{r.flow}: {r.note}" for r in results if r.note and not r.error]
     return "\n\n".join(part for part in (table, table2, "\n".join(notes)) if part)
+
+
+def _clip(text: str, width: int) -> str:
+    """Keep a cell within ``width`` characters: the table must fit 80 columns."""
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def write_json(path: Path, dataset: str, results: list[FlowResult]) -> None:

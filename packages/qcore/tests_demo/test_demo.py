@@ -1,0 +1,93 @@
+"""``qcore demo`` as a user runs it: installed from wheels with the ``demo`` extra and every
+first-party plugin (the tox ``demo`` env), in a subprocess, with a fresh model cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIRST_PARTY = {
+    "FX onednn": "qbackend-onednn",
+    "FX executorch": "qbackend-executorch",
+    "PT2E xnnpack": "qquantizer-xnnpack",
+    "PT2E x86 + Inductor": "qinductor-x86",
+}
+
+
+def _demo(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QCORE_CACHE_DIR": str(tmp / "cache")}
+    return subprocess.run(
+        [sys.executable, "-m", "qcore.cli", "demo", *args],
+        capture_output=True, text=True, env=env, check=False, timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("demo")
+    run = _demo(tmp, "--json", str(tmp / "demo.json"), "--plot", str(tmp / "demo.png"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return tmp, run.stdout + run.stderr, json.loads((tmp / "demo.json").read_text())
+
+
+def test_every_first_party_flow_keeps_top1_within_one_point(
+    first_run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    _, _, data = first_run
+    flows = {f["flow"]: f for f in data["flows"]}
+    assert set(FIRST_PARTY) <= set(flows)
+    for name, distribution in FIRST_PARTY.items():
+        flow = flows[name]
+        assert flow["distribution"] == distribution and not flow["error"]
+        assert flow["float_top1"] - flow["int8_top1"] <= 1.0, flow
+        assert flow["float_top1"] > 90  # a real task, really learned
+    assert "digits" in data["dataset"]
+
+
+def test_the_table_and_the_json_hold_the_same_numbers(
+    first_run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    _, output, data = first_run
+    for flow in data["flows"]:
+        row = next(line for line in output.splitlines() if line.startswith(flow["flow"] + " "))
+        assert f"{flow['float_top1']:.1f} -> {flow['int8_top1']:.1f}" in row
+        assert f"{flow['sqnr_db']:.1f}" in row
+        assert f"{flow['float_ms']:.2f} / {flow['int8_ms']:.2f}" in row
+
+
+def test_the_screen_is_clean_and_fits_80_columns(
+    first_run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    _, output, _ = first_run
+    assert "Warning" not in output and "warn(" not in output
+    assert "Traceback" not in output
+    assert all(len(line) <= 80 for line in output.splitlines()), output
+
+
+def test_the_plot_is_a_png_with_a_series_per_flow(
+    first_run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    tmp, _, data = first_run
+    png = (tmp / "demo.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 400 and height > 200
+    for flow in data["flows"]:
+        assert len(flow["layer_sqnr_db"]) == 6, flow["flow"]  # one point per layer
+
+
+def test_a_second_run_uses_the_cached_model(
+    first_run: tuple[Path, str, dict[str, Any]],
+) -> None:
+    tmp, output, _ = first_run
+    assert "trained in" in output
+    again = _demo(tmp)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "loaded from cache" in again.stdout
