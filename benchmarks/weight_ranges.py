@@ -32,7 +32,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -47,6 +46,7 @@ from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture, architecture_cases
 from qcore.testing.engine import quantized_engine
 from qcore.testing.models import Inputs, ModelCase
+from qcore.weight_ranges import map_qconfigs
 
 #: Held-out batches: far from the calibration batches (0, 1, ...), 16 images in all.
 HELD_OUT = range(100, 104)
@@ -64,35 +64,16 @@ def torch_mapping() -> QConfigMapping:
 
 def seven_bit_mapping() -> QConfigMapping:
     """torch's mapping with each per-channel qint8 weight observer narrowed to [-64, 63]."""
-    mapping = torch_mapping()
-    memo: dict[int, QConfig | None] = {}
 
     def narrow(qconfig: QConfig | None) -> QConfig | None:
         if qconfig is None or qconfig.weight is None:
             return qconfig
-        if id(qconfig) not in memo:
-            weight = qconfig.weight()
-            per_channel = (
-                isinstance(weight, PerChannelMinMaxObserver) and weight.dtype == torch.qint8
-            )
-            memo[id(qconfig)] = (
-                QConfig(activation=qconfig.activation, weight=SEVEN_BIT_WEIGHT)  # type: ignore[no-untyped-call]
-                if per_channel
-                else qconfig
-            )
-        return memo[id(qconfig)]
+        weight = qconfig.weight()
+        if isinstance(weight, PerChannelMinMaxObserver) and weight.dtype == torch.qint8:
+            return QConfig(activation=qconfig.activation, weight=SEVEN_BIT_WEIGHT)  # type: ignore[no-untyped-call]
+        return qconfig
 
-    mapping.global_qconfig = narrow(mapping.global_qconfig)
-    tables: tuple[dict[Any, QConfig | None], ...] = (
-        mapping.object_type_qconfigs,
-        mapping.module_name_regex_qconfigs,
-        mapping.module_name_qconfigs,
-        mapping.module_name_object_type_order_qconfigs,
-    )
-    for table in tables:
-        for key, qconfig in list(table.items()):
-            table[key] = narrow(qconfig)
-    return mapping
+    return map_qconfigs(torch_mapping(), narrow)
 
 
 def torch_flow(

@@ -16,7 +16,7 @@ target that does not saturate (VNNI, AMX, non-x86) nothing changes. On one that 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ __all__ = [
     "applying",
     "fit_qconfig",
     "fit_qconfig_mapping",
+    "map_qconfigs",
 ]
 
 #: The int8 observer range whose scale is ``amax / SAFE_HALF_RANGE``.
@@ -132,23 +133,22 @@ def fit_qconfig(qconfig: QConfigAny) -> QConfigAny:
     return type(qconfig)(activation=qconfig.activation, weight=_narrow(qconfig.weight))
 
 
-def fit_qconfig_mapping(mapping: QConfigMapping, host: Int8Host | None = None) -> QConfigMapping:
-    """Make every qconfig of ``mapping`` safe on ``host`` (default: the current target).
+def map_qconfigs(
+    mapping: QConfigMapping, change: Callable[[QConfigAny], QConfigAny]
+) -> QConfigMapping:
+    """Replace every qconfig of ``mapping`` by ``change(qconfig)``, in place, and return it.
 
-    In place, and returned. Equal qconfigs stay equal (each distinct object is converted
-    once), so torch's fusion check that member types share a qconfig still holds.
+    Each distinct qconfig object is changed once, so equal entries stay one object and
+    torch's fusion check that member types share a qconfig still holds.
     """
-    if not (host or target()).saturates_u8s8:
-        return mapping
     memo: dict[int, QConfigAny] = {}
 
-    def fit(qconfig: QConfigAny) -> QConfigAny:
-        key = id(qconfig)
-        if key not in memo:
-            memo[key] = fit_qconfig(qconfig)
-        return memo[key]
+    def once(qconfig: QConfigAny) -> QConfigAny:
+        if id(qconfig) not in memo:
+            memo[id(qconfig)] = change(qconfig)
+        return memo[id(qconfig)]
 
-    mapping.global_qconfig = fit(mapping.global_qconfig)
+    mapping.global_qconfig = once(mapping.global_qconfig)
     tables: list[dict[Any, QConfigAny]] = [
         mapping.object_type_qconfigs,
         mapping.module_name_regex_qconfigs,
@@ -157,5 +157,15 @@ def fit_qconfig_mapping(mapping: QConfigMapping, host: Int8Host | None = None) -
     ]
     for table in tables:
         for key, qconfig in list(table.items()):
-            table[key] = fit(qconfig)
+            table[key] = once(qconfig)
     return mapping
+
+
+def fit_qconfig_mapping(mapping: QConfigMapping, host: Int8Host | None = None) -> QConfigMapping:
+    """Make every qconfig of ``mapping`` safe on ``host`` (default: the current target).
+
+    In place, and returned; a no-op for targets that do not saturate.
+    """
+    if not (host or target()).saturates_u8s8:
+        return mapping
+    return map_qconfigs(mapping, fit_qconfig)
