@@ -232,11 +232,8 @@ def _rewriter(row: Row) -> Callable[..., None]:
             target, new_args = _linear_binary(x, kwargs, head=head, out=out, post=post, anchor=anchor)
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, new_args)
-            if row.quantized_output and (kwargs["o_qmin"], kwargs["o_qmax"]) != INT8_RANGES[kwargs["o_dtype"]]:
-                # oneDNN clamps the codes to the dtype's range; a narrower quant range (7-bit
-                # activations) is one more clamp on the codes, exact since the ranges nest
-                fused = ctx.call(ops.aten.clamp_min.default, (fused, kwargs["o_qmin"]))
-                fused = ctx.call(ops.aten.clamp_max.default, (fused, kwargs["o_qmax"]))
+            if row.quantized_output:
+                fused = _clamp_codes(ctx, fused, kwargs["o_qmin"], kwargs["o_qmax"], kwargs["o_dtype"])
         anchor.replace_all_uses_with(fused)
         match.erase_nodes()
         replaced = [*match.nodes, x, *erased_extra]
@@ -249,6 +246,18 @@ def _rewriter(row: Row) -> Callable[..., None]:
         ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced))
 
     return rewrite
+
+
+def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int, dtype: Any) -> Node:
+    """oneDNN clamps a fused output's codes to its dtype; a narrower quant range (7-bit
+    activations) is one more clamp on the codes, exact since the ranges nest. Upper bound
+    first: ``clamp_max(clamp_min(x))`` is what torch's copy takes for a hardtanh post-op."""
+    low, high = INT8_RANGES[dtype]
+    if qmax < high:
+        codes = ctx.call(ops.aten.clamp_max.default, (codes, qmax))
+    if qmin > low:
+        codes = ctx.call(ops.aten.clamp_min.default, (codes, qmin))
+    return codes
 
 
 def _conv_binary(
