@@ -166,10 +166,12 @@ def test_emulation_predicts_onednn_on_this_host(onednn: None, channels: int, zer
     x = torch.rand(2, channels, 10, 10, generator=gen) * 4 - 4 * zero_point / 255
     w = torch.randn(16, channels, 3, 3, generator=gen)
     kernel, saturated, exact = _host_conv(x, w, 127.5, zero_point)
-    assert sqnr(exact, saturated) < 35, "the case must overflow for the test to mean anything"
+    # the overflow error (< 31 dB) stands well below the kernel's output rounding (~42 dB),
+    # so whichever of the two the kernel follows is unmistakable on either kind of CPU
+    assert sqnr(exact, saturated) < 31, "the case must overflow for the test to mean anything"
     if host.probe().saturates_u8s8:
-        assert sqnr(saturated, kernel) > sqnr(exact, kernel) + 10
+        assert sqnr(saturated, kernel) > sqnr(exact, kernel) + 8
     else:
-        assert sqnr(exact, kernel) > sqnr(saturated, kernel) + 10
+        assert sqnr(exact, kernel) > sqnr(saturated, kernel) + 8
     kernel, _, exact = _host_conv(x, w, SAFE_HALF_RANGE, zero_point)
     assert sqnr(exact, kernel) > 35  # safe weights: only output rounding, on every host
