@@ -223,6 +223,9 @@ def _rewriter(row: Row) -> Callable[..., None]:
         )
         unary = row.unary
         post = (unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
+        narrow = row.quantized_output and _narrower_than_dtype(kwargs)
+        if narrow and not isinstance(row.post, Binary) and unary.attr in _CLAMPS:
+            post, narrow = _range_as_hardtanh(unary, post, kwargs), False
         erased_extra: list[Node] = []
         if not isinstance(row.post, Binary):
             target, new_args = x.target, (*head, *out, *post)
@@ -232,7 +235,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
             target, new_args = _linear_binary(x, kwargs, head=head, out=out, post=post, anchor=anchor)
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, new_args)
-            if row.quantized_output:
+            if narrow:
                 fused = _clamp_codes(ctx, fused, kwargs["o_qmin"], kwargs["o_qmax"], kwargs["o_dtype"])
         anchor.replace_all_uses_with(fused)
         match.erase_nodes()
@@ -246,6 +249,29 @@ def _rewriter(row: Row) -> Callable[..., None]:
         ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced))
 
     return rewrite
+
+
+#: Unary post-ops that are a clamp, into which a narrower quant range folds.
+_CLAMPS = ("none", "relu", "hardtanh")
+
+
+def _narrower_than_dtype(kwargs: dict[str, Any]) -> bool:
+    return (kwargs["o_qmin"], kwargs["o_qmax"]) != INT8_RANGES[kwargs["o_dtype"]]
+
+
+def _range_as_hardtanh(
+    unary: Unary, post: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """A quant range narrower than its dtype (7-bit activations), as a float clamp before
+    the fused quantize: ``q(clamp(y, (qmin - zp) s, (qmax - zp) s))`` has exactly the codes
+    ``clamp(q(y), qmin, qmax)``. relu and hardtanh are clamps too, so they merge into it."""
+    scale, zero_point = kwargs["o_scale"], kwargs["o_zp"]
+    low, high = (kwargs["o_qmin"] - zero_point) * scale, (kwargs["o_qmax"] - zero_point) * scale
+    if unary.attr == "relu":
+        low = max(low, 0.0)
+    elif unary.attr == "hardtanh":
+        low, high = max(low, post[1][0]), min(high, post[1][1])
+    return ("hardtanh", [low, high], "")
 
 
 def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int, dtype: Any) -> Node:
