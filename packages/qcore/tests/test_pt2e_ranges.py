@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -18,7 +19,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.pt2e_ranges import TargetPerChannelWeightObserver, weight_observer_ctr
-from qcore.saturation import SAFE_HALF_RANGE
+from qcore.saturation import INT16_MAX, SAFE_HALF_RANGE, worst_case_pair_sum
 
 
 class _Uint8Quantizer(RegistryQuantizer):
@@ -113,3 +114,29 @@ def test_an_unlinked_observer_keeps_every_channel_safe() -> None:
     scale, _ = observer.calculate_qparams()
     torch.testing.assert_close(scale, weight.abs().amax(1) / SAFE_HALF_RANGE)
     assert operator.le(float(torch.round(weight.abs().amax(1) / scale).max()), 64)
+
+
+def test_never_overflow_rule_needs_no_calibration_and_no_input_can_overflow() -> None:
+    model = TwoLinears().eval()
+    with host.targeting("avx2"):
+        ctr = weight_observer_ctr(rule="never_overflow")
+        observer = ctr(quant_min=-128, quant_max=127)
+        weight = model.hot.weight.detach()
+        observer(weight)
+        scale, _ = observer.calculate_qparams()
+    codes = torch.clamp(torch.round(weight / scale[:, None]), -128, 127)
+    assert worst_case_pair_sum(codes) <= INT16_MAX
+    # narrower than torchao's full range where pairs of large weights meet, yet wider
+    # than the blanket safe range on every channel of this layer
+    full = weight.abs().amax(1) / 127.5
+    assert bool((scale >= full).all()) and bool((scale > full).any())
+    assert bool((scale < weight.abs().amax(1) / SAFE_HALF_RANGE).all())
+    # the cold layer: each channel's one large weight sits next to near-zero ones
+    cold = TargetPerChannelWeightObserver(rule="never_overflow", quant_min=-128, quant_max=127)
+    cold(model.cold.weight.detach())
+    torch.testing.assert_close(cold.calculate_qparams()[0], model.cold.weight.abs().amax(1) / 127.5)
+
+
+def test_an_unknown_rule_is_named() -> None:
+    with pytest.raises(ValueError, match="'typo'"):
+        TargetPerChannelWeightObserver(rule="typo")  # type: ignore[arg-type]

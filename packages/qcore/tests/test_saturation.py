@@ -22,6 +22,7 @@ from qcore.saturation import (
     _rows,
     choose_weight_ranges,
     emulate_accumulators,
+    never_overflow_half_ranges,
     weight_codes,
     worst_case_pair_sum,
 )
@@ -175,3 +176,26 @@ def test_emulation_predicts_onednn_on_this_host(onednn: None, channels: int, zer
         assert sqnr(exact, kernel) > sqnr(saturated, kernel) + 8
     kernel, _, exact = _host_conv(x, w, SAFE_HALF_RANGE, zero_point)
     assert sqnr(exact, kernel) > 35  # safe weights: only output rounding, on every host
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("act_max", [255, 200, 127])
+@pytest.mark.parametrize("shape", [(16, 64), (8, 6, 3, 3), (4, 3, 5), (6, 1)])
+def test_never_overflow_ranges_hold_for_any_input_and_are_tight(
+    seed: int, act_max: int, shape: tuple[int, ...]
+) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(*shape, generator=gen) * torch.rand(shape[0], *([1] * (len(shape) - 1)), generator=gen)
+    halves = torch.tensor(never_overflow_half_ranges(weight, act_max), dtype=torch.float64)
+    codes, _ = weight_codes(weight, halves)
+    flat = codes.reshape(codes.shape[0], codes.shape[1], -1)
+    # brute force: every input in [0, act_max], one channel pair at a time
+    for o, c, t in itertools.product(range(flat.shape[0]), range(0, flat.shape[1] - 1, 2), range(flat.shape[2])):
+        w0, w1 = float(flat[o, c, t]), float(flat[o, c + 1, t])
+        assert max(abs(w0 * x0 + w1 * x1) for x0 in (0, act_max) for x1 in (0, act_max)) <= INT16_MAX
+    assert bool((halves >= SAFE_HALF_RANGE).all()) and bool((halves <= 127.5).all())
+    # tight: a channel kept below the full range has a pair within two codes of the limit
+    limit = INT16_MAX // act_max
+    narrowed = halves < 127.5
+    peaks = torch.tensor([worst_case_pair_sum(codes[o : o + 1], 1) for o in range(codes.shape[0])])
+    assert bool((peaks[narrowed] >= limit - 2).all()), (halves, peaks)

@@ -66,3 +66,25 @@ def test_only_a_saturating_target_splits_and_only_the_ops_that_can_overflow(targ
     else:
         assert splits == 0
         assert len(kernels) == len(weights)
+
+
+def test_our_quantizer_for_a_saturating_target_leaves_nothing_to_split() -> None:
+    """The x86 quantizer quantizes for a CPU without VNNI with weights that no input can
+    overflow, so the lowering keeps one kernel per op (torchao's count) and stays exact."""
+    model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
+    with qcore.host.targeting("avx2"):
+        converted = zoo.quantize(model, inputs, "x86")
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
+    weights = [converted.get_buffer(str(n.args[0].target)) for n in converted.graph.nodes if n.target is dequantize]
+    assert weights and all(brute_force_worst_pair(w, 255) <= INT16_MAX for w in weights)
+    # ... yet most channels keep more than the blanket 7-bit range
+    assert sum(int(w.abs().amax()) > 64 for w in weights) > len(weights) // 2
+    with torch.no_grad():
+        expected = converted(*inputs)
+    lowering = qcore.get_lowering("x86")
+    with zoo.fresh_compile(), qcore.host.targeting("avx2"), lowering:
+        output, code = zoo.compile_and_run(converted, inputs)
+    report = lowering.report()
+    assert not any("non-saturating halves" in name for name in report.lowered)
+    assert len(zoo.int8_kernel_calls(code)) == len(weights)
+    assert zoo.relative_l2(expected, output) <= 2e-2

@@ -1,4 +1,4 @@
-"""qinductor-x86 in this release: discoverable, inert on import, explicit about what is missing."""
+"""qinductor-x86 through its entry points: discoverable, and inert until asked (importing it changes nothing in Inductor)."""
 
 from __future__ import annotations
 

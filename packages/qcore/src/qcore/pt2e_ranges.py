@@ -7,8 +7,10 @@ saturates int8 (see :mod:`qcore.host`) that is a :class:`TargetPerChannelWeightO
 each one, through :func:`link_weight_observers`, to the observer of its layer's input,
 which keeps a capped sample of the calibration inputs. ``convert_pt2e`` then asks the
 weight observer for its qparams, and it chooses each channel's range on that sample with
-:func:`qcore.saturation.choose_weight_ranges`. Elsewhere torchao's own observer is used,
-so outputs stay identical to upstream's. Importing this imports torchao.
+:func:`qcore.saturation.choose_weight_ranges`, or, with ``rule="never_overflow"``, from
+the weights alone with :func:`qcore.saturation.never_overflow_half_ranges`. Elsewhere
+torchao's own observer is used, so outputs stay identical to upstream's. Importing this
+imports torchao.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -25,9 +27,27 @@ from torchao.quantization.pt2e import PerChannelMinMaxObserver
 
 from qcore.calibration import InputRecorder
 from qcore.host import target
-from qcore.saturation import SAFE_HALF_RANGE, Geometry, RangeChoice, choose_weight_ranges
+from qcore.saturation import (
+    SAFE_HALF_RANGE,
+    Geometry,
+    RangeChoice,
+    choose_weight_ranges,
+    never_overflow_half_ranges,
+)
 
-__all__ = ["TargetPerChannelWeightObserver", "link_weight_observers", "weight_observer_ctr"]
+__all__ = [
+    "RangeRule",
+    "TargetPerChannelWeightObserver",
+    "link_weight_observers",
+    "weight_observer_ctr",
+]
+
+#: ``calibrated``: :func:`qcore.saturation.choose_weight_ranges` on the calibration inputs
+#: (kernels that saturate silently: keep full range where calibration stays clear).
+#: ``never_overflow``: :func:`qcore.saturation.never_overflow_half_ranges` from the weights
+#: alone (kernels that must be exact on every input, and a lowering that would otherwise
+#: split each op that can overflow into two kernels).
+RangeRule = Literal["calibrated", "never_overflow"]
 
 _aten = torch.ops.aten
 #: aten op -> number of spatial dims (0: linear). Their arguments: input, weight, bias,
@@ -52,14 +72,19 @@ class _Link:
 
 class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[misc]  # torchao is untyped
     """torchao's per-channel symmetric int8 weight observer, with the range chosen per
-    channel for a saturating CPU: from calibration inputs when linked to its layer's input
-    observer, else the safe range for every channel. (torchao hands ``ch_axis`` only to
-    observers whose class name says "PerChannel".)"""
+    channel for a saturating CPU. ``rule="calibrated"``: from calibration inputs when
+    linked to its layer's input observer, else the safe range for every channel.
+    ``rule="never_overflow"``: from the weights alone (and the input's ``quant_max`` when
+    linked). (torchao hands ``ch_axis`` only to observers whose class name says
+    "PerChannel".)"""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, rule: RangeRule = "calibrated", **kwargs: Any) -> None:
         kwargs.setdefault("dtype", torch.int8)
         kwargs.setdefault("qscheme", torch.per_channel_symmetric)
         super().__init__(**kwargs)
+        if rule not in ("calibrated", "never_overflow"):
+            raise ValueError(f"unknown weight range rule {rule!r}")
+        self.rule: RangeRule = rule
         self.link: _Link | None = None
         self.choice: RangeChoice | None = None
         self._weight: Tensor | None = None
@@ -71,15 +96,24 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
 
     def calculate_qparams(self, **kwargs: Any) -> tuple[Tensor, Tensor]:
         scale, zero_point = super().calculate_qparams()
-        self.choice = self._choose()
-        if self.choice is None:
-            full = (self.quant_max - self.quant_min) / 2
-            factor = torch.full_like(scale, full / SAFE_HALF_RANGE, dtype=torch.float64)
+        full = (self.quant_max - self.quant_min) / 2
+        if self.rule == "never_overflow" and self._weight is not None:
+            halves = never_overflow_half_ranges(self._weight, self._input_qmax(), full)
+            factor = full / torch.tensor(halves, dtype=torch.float64)
+        elif (choice := self._choose()) is not None:
+            self.choice = choice
+            factor = choice.scale_factors()
         else:
-            factor = self.choice.scale_factors()
+            factor = torch.full_like(scale, full / SAFE_HALF_RANGE, dtype=torch.float64)
         if bool((factor == 1).all()):
             return scale, zero_point  # untouched: identical to torchao's observer
         return (scale.double() * factor).to(scale.dtype), zero_point
+
+    def _input_qmax(self) -> int:
+        """The largest uint8 code of the layer's input (255 when unknown)."""
+        observer = self.link.input_observer() if self.link is not None else None
+        qmax = getattr(observer, "quant_max", None)
+        return int(qmax) if isinstance(qmax, int) and 0 < qmax <= 255 else 255
 
     def _choose(self) -> RangeChoice | None:
         link, weight = self.link, self._weight
@@ -101,11 +135,13 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         return choose_weight_ranges(weight, inputs, qparams, link.geometry, full)
 
 
-def weight_observer_ctr(**kwargs: Any) -> Any:
+def weight_observer_ctr(rule: RangeRule = "calibrated", **kwargs: Any) -> Any:
     """The weight observer constructor for a per-channel symmetric int8 weight spec:
-    :class:`TargetPerChannelWeightObserver` on a saturating target, else torchao's own."""
-    cls = TargetPerChannelWeightObserver if target().saturates_u8s8 else PerChannelMinMaxObserver
-    return cls.with_args(**kwargs)
+    :class:`TargetPerChannelWeightObserver` with ``rule`` on a saturating target, else
+    torchao's own."""
+    if target().saturates_u8s8:
+        return TargetPerChannelWeightObserver.with_args(rule=rule, **kwargs)
+    return PerChannelMinMaxObserver.with_args(**kwargs)
 
 
 def _spatial(value: Any, dims: int, default: int) -> tuple[int, ...] | None:
@@ -162,7 +198,7 @@ def link_weight_observers(
         channels = _in_channels(node, geometry) if geometry is not None else None
         if geometry is None or channels is None:
             continue  # unknown shape: the layer keeps the safe range
-        if input_obs not in _RECORDERS:
+        if weight_obs.rule == "calibrated" and input_obs not in _RECORDERS:
             recorder = _RECORDERS[input_obs] = InputRecorder()
             input_obs.register_forward_hook(recorder.hook)
         weight_obs.link = _Link(weakref.ref(input_obs), geometry, channels, node.name)

@@ -33,6 +33,7 @@ __all__ = [
     "RangeChoice",
     "choose_weight_ranges",
     "emulate_accumulators",
+    "never_overflow_half_ranges",
     "weight_codes",
     "worst_case_pair_sum",
 ]
@@ -130,17 +131,52 @@ def worst_case_pair_sum(weight_q: Tensor, act_max: int = 255) -> int:
     return int(_worst_pair_per_channel(weight_q, act_max).max())
 
 
-def _worst_pair_per_channel(weight_q: Tensor, act_max: int) -> Tensor:
-    """Per output channel, the largest ``|pair sum|`` any input can produce."""
+def _worst_pair_per_channel(weight_q: Tensor, act_max: float) -> Tensor:
+    """Per output channel, the largest ``|pair sum|`` any input can produce (float
+    weights give the same for float pairs)."""
     import torch
 
-    w = weight_q.detach().to(torch.int64)
+    w = weight_q.detach()
+    w = w.to(torch.int64) if not w.is_floating_point() else w.double()
     w = w.reshape(w.shape[0], w.shape[1], -1) if w.dim() > 2 else w.unsqueeze(-1)
     w = _even_channels(w, 1)
     pairs = w.reshape(w.shape[0], w.shape[1] // 2, 2, w.shape[2])
     positive = pairs.clamp(min=0).sum(2)
     negative = pairs.clamp(max=0).sum(2)
     return torch.maximum(positive, -negative).amax((1, 2)) * act_max
+
+
+def never_overflow_half_ranges(
+    weight: Tensor, act_max: int = 255, full_half_range: float = 127.5
+) -> tuple[float, ...]:
+    """Per output channel, the widest half range whose codes no input can overflow.
+
+    The calibration-free rule, for kernels that must be exact on any input: a pair of
+    codes may sum to at most ``L = INT16_MAX // act_max`` (128 for uint8 activations).
+    Rounding adds at most one to a pair, so a channel whose largest same-sign pair of
+    float weights is ``P`` and whose largest weight is ``amax`` gets
+    ``min(full, (L - 0.5) * amax / P)`` unless its full-range codes already cannot
+    overflow. That is the full range wherever the largest weight's neighbours are small
+    or of the other sign, and never below the safe range (``P <= 2 * amax``). The result
+    is checked on the actual codes (float32 scales).
+    """
+    import torch
+
+    w = weight.detach().double()
+    limit = INT16_MAX // act_max
+    amax = w.reshape(w.shape[0], -1).abs().amax(1)
+    peak = _worst_pair_per_channel(w, 1).double()
+    full_codes, _ = weight_codes(w, full_half_range)
+    safe_at_full = _worst_pair_per_channel(full_codes, act_max) <= INT16_MAX
+    bound = (limit - 0.5) * amax / peak.clamp(min=1e-300)
+    halves = torch.where(safe_at_full, full_half_range, bound.clamp(max=full_half_range))
+    for _ in range(8):
+        codes, _ = weight_codes(w, halves)
+        over = _worst_pair_per_channel(codes, act_max) > INT16_MAX
+        if not bool(over.any()):
+            break
+        halves = torch.where(over, halves * (1 - 1 / 256), halves)
+    return tuple(float(h) for h in halves)
 
 
 def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:

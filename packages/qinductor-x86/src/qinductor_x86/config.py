@@ -105,16 +105,19 @@ def _weight_observer(is_qat: bool, is_dynamic: bool) -> Any:
     """The observer (or fake-quant) constructor for int8 per-channel weights.
 
     The single place where the weight observer follows the target CPU: without VNNI,
-    post-training weights get ``qcore``'s target-aware observer, which picks each
-    channel's range from the layer's calibration inputs (``qcore.pt2e_ranges``). On a
-    VNNI target it is upstream's choice, which the parity tests compare against.
+    post-training weights get ``qcore``'s target-aware observer with the
+    ``never_overflow`` rule: per channel, the widest range whose codes no uint8 input can
+    overflow (``qcore.saturation.never_overflow_half_ranges``). The lowering then finds
+    no op to split, so the compiled model runs exactly as many int8 kernels as torchao's
+    and gives the eager converted model's numbers on any CPU. On a VNNI target it is
+    upstream's observer, which the parity tests compare against.
     """
     if is_qat:
         return FusedMovingAvgObsFakeQuantize.with_args(
             eps=EPS, observer=MovingAveragePerChannelMinMaxObserver
         )
-    del is_dynamic  # dynamic layers are not linked to inputs: every channel safe
-    return weight_observer_ctr(eps=EPS)  # torchao's own observer on a VNNI target
+    del is_dynamic  # the rule needs no calibration inputs: dynamic layers get it too
+    return weight_observer_ctr(rule="never_overflow", eps=EPS)
 
 
 @functools.lru_cache
