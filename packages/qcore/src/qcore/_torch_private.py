@@ -90,3 +90,11 @@ def set_num_tensor_args_to_observation_type(config: Any, mapping: dict[int, Any]
 
 
 # end FX pattern configs ---------------------------------------------------------------
+
+
+# FX convert -------------------------------------------------------------------------------
+
+
+def on_graph_module_deepcopy(gm: GraphModule, hook: Callable[[GraphModule], object]) -> None:
+    """Call ``hook`` on every deep copy of ``gm`` (forward hooks are not copied; these are)."""
+    gm._register_deepcopy_hook(hook)

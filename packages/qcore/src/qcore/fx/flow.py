@@ -10,7 +10,9 @@ things to the user that this module does:
   is chosen from its calibration inputs (:mod:`qcore.fx.ranges`), so no layer pays for
   the safe range where full range is as accurate;
 * the backend's own convert: native kernels, or the reference representation for
-  backends whose kernels run elsewhere (``BackendPlugin.reference_convert``).
+  backends whose kernels run elsewhere (``BackendPlugin.reference_convert``); a native
+  model runs under its backend's quantized engine and never overwrites a tensor it still
+  needs (:mod:`qcore.fx.native`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from qcore.api import (
 )
 from qcore.calibration import InputRecorder
 from qcore.engine import quantized_engine
+from qcore.fx.native import copy_summed_inputs, run_under_engine
 from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
 from qcore.fx.ranges import WeightedLayer, choose_ranges, record_inputs
 from qcore.fx.ranges import weighted_layers as find_weighted_layers
@@ -129,6 +132,10 @@ def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
     engine = None if reference else backend_quantized_engine(state.backend)
     with applying(dict(choices.values())), quantized_engine(engine):
         converted = torch_convert(prepared, backend_config=config)
+    if not reference:
+        copy_summed_inputs(converted)
+        if engine is not None:
+            run_under_engine(converted, engine)
     converted.meta[WEIGHT_RANGES_META] = {name: c for name, (_, c) in choices.items()}
     return converted
 
