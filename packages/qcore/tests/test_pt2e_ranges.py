@@ -18,7 +18,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.pt2e_ranges import TargetPerChannelWeightObserver, weight_observer_ctr
+from qcore.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
 from qcore.saturation import INT16_MAX, SAFE_HALF_RANGE, worst_case_pair_sum
 
 
@@ -26,14 +26,14 @@ class _Uint8Quantizer(RegistryQuantizer):
     namespace = "common"
 
 
-def _quantizer() -> _Uint8Quantizer:
+def _quantizer(act_max: int = 255, rule: RangeRule = "calibrated") -> _Uint8Quantizer:
     act = QuantizationSpec(
-        dtype=torch.uint8, quant_min=0, quant_max=255, qscheme=torch.per_tensor_affine,
+        dtype=torch.uint8, quant_min=0, quant_max=act_max, qscheme=torch.per_tensor_affine,
         observer_or_fake_quant_ctr=HistogramObserver.with_args(),
     )
     weight = QuantizationSpec(
         dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_channel_symmetric,
-        ch_axis=0, observer_or_fake_quant_ctr=weight_observer_ctr(),
+        ch_axis=0, observer_or_fake_quant_ctr=weight_observer_ctr(rule=rule),
     )
     return _Uint8Quantizer().set_global(QuantizationConfig(act, act, weight, None))
 
@@ -61,10 +61,12 @@ def _batches() -> list[Tensor]:
     return [torch.randn(32, 64, generator=torch.Generator().manual_seed(i)) for i in range(3)]
 
 
-def _quantize(model: nn.Module) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+def _quantize(
+    model: nn.Module, quantizer: _Uint8Quantizer | None = None
+) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
     batches = _batches()
     exported = torch.export.export(model, (batches[0],)).module()
-    prepared = prepare_pt2e(exported, _quantizer())
+    prepared = prepare_pt2e(exported, quantizer or _quantizer())
     for batch in batches:
         prepared(batch)
     observers = [m for m in prepared.modules() if isinstance(m, TargetPerChannelWeightObserver)]
@@ -135,6 +137,20 @@ def test_never_overflow_rule_needs_no_calibration_and_no_input_can_overflow() ->
     cold = TargetPerChannelWeightObserver(rule="never_overflow", quant_min=-128, quant_max=127)
     cold(model.cold.weight.detach())
     torch.testing.assert_close(cold.calculate_qparams()[0], model.cold.weight.abs().amax(1) / 127.5)
+
+
+@pytest.mark.parametrize("act_max", [255, 127])
+def test_never_overflow_rule_reads_the_inputs_range(act_max: int) -> None:
+    """7-bit activations (``reduce_range``) can never overflow a pair: full range there."""
+    model = TwoLinears().eval()
+    with host.targeting("avx2"):
+        converted, _ = _quantize(model, _quantizer(act_max, "never_overflow"))
+    hot_scale = _weight_scales(converted)[0]
+    full = model.hot.weight.detach().abs().amax(1) / 127.5
+    if act_max == 127:
+        torch.testing.assert_close(hot_scale.float(), full)
+    else:
+        assert bool((hot_scale > full * 1.001).any())
 
 
 def test_an_unknown_rule_is_named() -> None:

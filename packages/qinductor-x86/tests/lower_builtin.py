@@ -9,7 +9,7 @@ torchao cannot quantize it, on its one-module-per-call-site twin. For each: the 
 int8 kernels the generated code calls, the compiled output against the eager converted
 one, and SQNR against the float model.
 
-    python lower_builtin.py OUT.json [MODEL ...]
+    python lower_builtin.py [MODEL ...] OUT.json
 """
 
 from __future__ import annotations
@@ -81,4 +81,4 @@ def main(out: Path, names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2:] or list(MODELS))
+    main(Path(sys.argv[-1]), sys.argv[1:-1] or list(MODELS))

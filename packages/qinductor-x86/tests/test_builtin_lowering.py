@@ -15,30 +15,17 @@ range (``qinductor_x86.config._weight_observer``).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fresh_interpreter import run_json
 
-HERE = Path(__file__).parent
 MODELS = ["resnet_reused", "mobilenet", "mlp"]
 
 
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("lowered") / "results.json"
-    run = subprocess.run(
-        [sys.executable, str(HERE / "lower_builtin.py"), str(out), *MODELS],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    results: dict[str, Any] = json.loads(out.read_text())
-    return results
+    return run_json("lower_builtin.py", *MODELS, out=tmp_path_factory.mktemp("lowered") / "results.json")
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -110,10 +110,12 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         return (scale.double() * factor).to(scale.dtype), zero_point
 
     def _input_qmax(self) -> int:
-        """The largest uint8 code of the layer's input (255 when unknown)."""
+        """The largest uint8 code of the layer's input (255 when unknown or not uint8:
+        signed codes reach the kernel shifted by 128)."""
         observer = self.link.input_observer() if self.link is not None else None
         qmax = getattr(observer, "quant_max", None)
-        return int(qmax) if isinstance(qmax, int) and 0 < qmax <= 255 else 255
+        unsigned = getattr(observer, "dtype", None) in (torch.uint8, torch.quint8)
+        return int(qmax) if unsigned and isinstance(qmax, int) and 0 < qmax <= 255 else 255
 
     def _choose(self) -> RangeChoice | None:
         link, weight = self.link, self._weight

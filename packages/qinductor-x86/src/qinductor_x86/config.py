@@ -109,7 +109,7 @@ def _weight_observer(is_qat: bool, is_dynamic: bool) -> Any:
     ``never_overflow`` rule: per channel, the widest range whose codes no uint8 input can
     overflow (``qcore.saturation.never_overflow_half_ranges``). The lowering then finds
     no op to split, so the compiled model runs exactly as many int8 kernels as torchao's
-    and gives the eager converted model's numbers on any CPU. On a VNNI target it is
+    and matches the eager converted model within rounding on any CPU. On a VNNI target it is
     upstream's observer, which the parity tests compare against.
     """
     if is_qat:

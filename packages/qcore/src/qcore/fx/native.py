@@ -53,8 +53,8 @@ def copy_summed_inputs(gm: GraphModule) -> list[str]:
 
 
 class RunUnderEngine:
-    """A forward pre-hook and hook pair (picklable) that run the module under quantized
-    engine ``name`` and restore the caller's engine, also when the call raises."""
+    """A forward pre-hook and hook pair that run the module under quantized engine
+    ``name`` and restore the caller's engine, also when the call raises."""
 
     def __init__(self, name: str) -> None:
         self.name = name
