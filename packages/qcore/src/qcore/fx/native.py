@@ -10,6 +10,10 @@ Two facts of torch 2.13's quantized kernels that ``convert_fx`` leaves to the ca
   engine only, and torch picks kernels by the process-wide engine at call time, so the
   model raises ``Didn't find engine for operation ...`` under torch's default. The model
   switches to its backend's engine for each call and restores the caller's afterwards.
+* a quantized module's deep copy re-packs its weights with the *current* engine's prepack,
+  so a copy made under another engine holds weights the backend's kernels misread (a
+  segfault in oneDNN's ``conv2d_add`` when the copy is made under ``x86``). Deep copies are
+  made under the backend's engine too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from qcore._torch_private import on_graph_module_deepcopy
+from qcore.engine import quantized_engine
 
 __all__ = ["RunUnderEngine", "copy_summed_inputs", "run_under_engine"]
 
@@ -76,8 +81,28 @@ class RunUnderEngine:
 
 
 def run_under_engine(gm: GraphModule, name: str) -> RunUnderEngine:
-    """Make ``gm`` and its deep copies run under quantized engine ``name``."""
+    """Make ``gm`` and its deep copies run, and be deep-copied, under engine ``name``."""
     guard = RunUnderEngine(name)
     guard.install(gm)
-    on_graph_module_deepcopy(gm, lambda copy: RunUnderEngine(name).install(copy))
+    _deepcopy_under_engine(gm, name)
+
+    def bind_copy(copy: GraphModule) -> None:
+        RunUnderEngine(name).install(copy)
+        _deepcopy_under_engine(copy, name)
+
+    on_graph_module_deepcopy(gm, bind_copy)
     return guard
+
+
+def _deepcopy_under_engine(gm: GraphModule, name: str) -> None:
+    # copy.deepcopy reads ``__deepcopy__`` from the instance, so this binds one model only;
+    # the copy gets its own binding from the deep-copy hook (the dict entry it inherits
+    # would still point at the original)
+    class_deepcopy = type(gm).__deepcopy__
+
+    def deepcopy(memo: dict[int, Any]) -> GraphModule:
+        with quantized_engine(name):
+            copied: GraphModule = class_deepcopy(gm, memo)
+        return copied
+
+    object.__setattr__(gm, "__deepcopy__", deepcopy)
