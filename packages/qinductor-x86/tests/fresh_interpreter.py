@@ -2,7 +2,7 @@
 
 Which x86 int8 passes exist is process-wide and permanent (torch registers its copy at
 the first compile, torchao at import), so each lowering mode is measured in a process of
-its own: ``python SCRIPT *ARGS OUT.json``.
+its own: ``python SCRIPT *ARGS OUT.json`` (through ``qcore.testing.fresh``, faulthandler on).
 
 The scripts run on one thread: oneDNN's int8 kernels for CPUs without VNNI give
 different results from run to run with two threads (seen with ``ONEDNN_MAX_CPU_ISA=AVX2``
@@ -14,23 +14,22 @@ that race. One thread is deterministic on both kinds of CPU.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from qcore.testing.fresh import Outcome, run_script
 
 HERE = Path(__file__).parent
 
 
+def run(script: str, *args: str) -> Outcome:
+    """Run ``script`` on one thread; the outcome, whatever it is (for upstream code that
+    may raise or crash depending on the CPU)."""
+    return run_script(HERE / script, *args, threads=1)
+
+
 def run_json(script: str, *args: str, out: Path) -> dict[str, Any]:
-    run = subprocess.run(
-        [sys.executable, str(HERE / script), *args, str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    outcome = run(script, *args, str(out))
+    assert outcome.ok, outcome.describe()
     results: dict[str, Any] = json.loads(out.read_text())
     return results

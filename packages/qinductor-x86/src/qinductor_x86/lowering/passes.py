@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torch.fx import Graph
@@ -19,14 +18,12 @@ from torch.fx import Graph
 from qcore.host import target
 from qinductor_x86 import _torch_private as private
 from qinductor_x86._version import __version__
-from qinductor_x86.lowering import ops, pipeline
+from qinductor_x86.lowering import code_key, ops, pipeline
 from qinductor_x86.lowering.counters import bump
 from qinductor_x86.lowering.liftup import lift_quantizes
 
 if TYPE_CHECKING:
     from qinductor_x86.lowering.api import X86Lowering
-
-_SOURCES = tuple(str(p) for p in sorted(Path(__file__).parent.glob("*.py")))
 
 #: Kernel -> torch's counter family for lowering it to an external kernel.
 _LOWER_FAMILY = {
@@ -50,8 +47,12 @@ class _Pass(private.CustomGraphPass):
         self.owner = owner
 
     def uuid(self) -> bytes:
-        # the rewrites depend on this package's code and on the CPU it targets
-        return private.files_hash(_SOURCES, f"{__version__}:{target().isa}:{type(self).__name__}")
+        # the rewrites depend on every first-party module the passes import and on the CPU
+        # they target
+        return private.files_hash(
+            [str(p) for p in code_key.source_files()],
+            f"{__version__}:{target().isa}:{type(self).__name__}",
+        )
 
 
 class LiftUp(_Pass):
