@@ -1,0 +1,48 @@
+"""The ``avx2-kernels`` tox env: the host-dependent tests again on oneDNN's AVX2 kernels.
+
+On a VNNI or AMX machine, ``ONEDNN_MAX_CPU_ISA=AVX2`` (set by tox) makes oneDNN run its
+saturating AVX2 int8 kernels, which no target override can (``qcore.host`` reads the same
+cap). On a machine without VNNI the package envs already ran these exact tests on those
+kernels, so running them again would only repeat them: the env says so and passes.
+
+    python .ci/avx2_kernels.py [PYTEST ARGS ...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+TESTS = [
+    "packages/qcore/tests/test_saturation.py",
+    "packages/qcore/tests/test_pt2e_ranges.py",
+    "packages/qbackend-onednn/tests/test_host_numerics.py",
+    "packages/qbackend-onednn/tests/test_fx_native.py",
+    "packages/qinductor-x86/tests/test_lowering_models.py",
+    "packages/qinductor-x86/tests/test_lowering_saturation.py",
+    "packages/qinductor-x86/tests/test_builtin_lowering.py",
+]
+
+
+def cpu_has_exact_int8() -> bool:
+    """VNNI or AMX on the CPU itself, whatever oneDNN is capped to (cpuinfo's view)."""
+    caps = torch.cpu.get_capabilities()  # type: ignore[attr-defined]
+    return any(caps.get(flag) for flag in ("avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16"))
+
+
+def main(args: list[str]) -> int:
+    if not cpu_has_exact_int8():
+        print("avx2-kernels: this CPU has no VNNI, so the package envs already ran these tests "
+              "on oneDNN's saturating AVX2 kernels; not repeating them")
+        return 0
+    import pytest
+
+    os.chdir(Path(__file__).resolve().parent.parent)
+    return int(pytest.main([*args, *TESTS]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
