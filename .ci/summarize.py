@@ -48,6 +48,7 @@ def main(results: Path, log_path: Path | None) -> int:
         rows.append(f"  {name:<18} {status:<4} {wall:7.0f}s  {slowest}")
     print("tox envs by wall time (setup included), with their three slowest tests:")
     print("\n".join(rows))
+    passed = totals["tests"] - totals["failures"] - totals["errors"] - totals["skipped"]
     for code, name in CRASH_LINE.findall(log):
         if name in reports:
             continue
@@ -57,7 +58,6 @@ def main(results: Path, log_path: Path | None) -> int:
         print(f"CRASH {name}: pytest died with status {code}, no report; running: {where}")
         totals["errors"] += 1
     failed = totals["failures"] + totals["errors"]
-    passed = totals["tests"] - totals["failures"] - totals["errors"] - totals["skipped"]
     print(f"JUnit reports of {len(reports)} tox envs")
     print(f"tests: {passed} passed, {failed} failed, {totals['skipped']} skipped")
     return 0

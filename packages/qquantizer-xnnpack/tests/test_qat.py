@@ -54,13 +54,15 @@ def _settle_batch_norm(model: nn.Module, data: list[torch.Tensor]) -> None:
     model.eval()
 
 
-def train_qat(model: nn.Module, data: list[torch.Tensor], quantizer: Any) -> torch.fx.GraphModule:
+def train_qat(
+    model: nn.Module, data: list[torch.Tensor], quantizer: Any, steps: int = STEPS
+) -> torch.fx.GraphModule:
     """prepare_qat_pt2e, then a few SGD steps toward the float model's own outputs."""
     qat = prepare_qat_pt2e(
         torch.export.export(copy.deepcopy(model).train(), (data[0],)).module(), quantizer
     )
     optimizer = torch.optim.SGD(qat.parameters(), lr=1e-4)
-    for x in data * STEPS:
+    for x in data * steps:
         optimizer.zero_grad()
         loss = (qat(x) - model(x).detach()).pow(2).mean()
         loss.backward()
