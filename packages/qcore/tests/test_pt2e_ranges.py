@@ -6,6 +6,7 @@ against scales computed here from the float weights."""
 
 from __future__ import annotations
 
+import math
 import operator
 
 import pytest
@@ -19,7 +20,14 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
-from qcore.saturation import INT16_MAX, SAFE_HALF_RANGE, worst_case_pair_sum
+from qcore.saturation import (
+    INT16_MAX,
+    SAFE_HALF_RANGE,
+    never_overflow_half_ranges,
+    range_cost_db,
+    weight_codes,
+    worst_case_pair_sum,
+)
 
 
 class _Uint8Quantizer(RegistryQuantizer):
@@ -62,9 +70,11 @@ def _batches() -> list[Tensor]:
 
 
 def _quantize(
-    model: nn.Module, quantizer: _Uint8Quantizer | None = None
+    model: nn.Module,
+    quantizer: _Uint8Quantizer | None = None,
+    batches: list[Tensor] | None = None,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-    batches = _batches()
+    batches = batches or _batches()
     exported = torch.export.export(model, (batches[0],)).module()
     prepared = prepare_pt2e(exported, quantizer or _quantizer())
     for batch in batches:
@@ -156,3 +166,45 @@ def test_never_overflow_rule_reads_the_inputs_range(act_max: int) -> None:
 def test_an_unknown_rule_is_named() -> None:
     with pytest.raises(ValueError, match="'typo'"):
         TargetPerChannelWeightObserver(rule="typo")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("shape", "input_scale"), [("uniform", 1 / 255), ("heavy", 0.2)])
+def test_range_cost_matches_a_measured_layer(shape: str, input_scale: float) -> None:
+    """The per-layer cost estimate against a simulation: quantize the inputs and the
+    weights (never-overflow vs full range) and measure the output error of the layer."""
+    gen = torch.Generator().manual_seed(3)
+    weight = torch.randn(32, 256, generator=gen, dtype=torch.float64)
+    x = torch.rand(4096, 256, generator=gen, dtype=torch.float64)
+    x = x if shape == "uniform" else torch.randn(4096, 256, generator=gen, dtype=torch.float64).relu() ** 3
+    halves = never_overflow_half_ranges(weight, 255, 127.5)
+    x_q = torch.round(x / input_scale) * input_scale
+
+    def measured_noise(half: Tensor | float) -> float:
+        codes, scales = weight_codes(weight, half)
+        return float(((x_q @ (codes * scales[:, None]).T - x @ weight.T) ** 2).mean())
+
+    measured = 10 * math.log10(
+        measured_noise(torch.tensor(halves, dtype=torch.float64)) / measured_noise(127.5)
+    )
+    moments = (float(x.mean()), float((x**2).mean()))
+    estimated = range_cost_db(weight, halves, 127.5, moments, float(((x_q - x) ** 2).mean()))
+    assert measured > 0.05  # the narrower range does cost something here
+    assert abs(estimated - measured) < 0.25 + 0.1 * measured
+
+
+def test_per_layer_rule_narrows_only_where_it_is_cheap() -> None:
+    """Heavy-tailed inputs (coarse input steps: their rounding dominates the layer's
+    noise): never-overflow ranges. Uniform inputs on the same weights (fine steps: the
+    weights' rounding dominates): torchao's full range."""
+    model = TwoLinears().eval()
+    scales = {}
+    for shape in ("heavy", "uniform"):
+        gen = torch.Generator().manual_seed(7)
+        batches = [torch.randn(32, 64, generator=gen) ** 5 if shape == "heavy"
+                   else torch.rand(32, 64, generator=gen) * 2 - 1 for _ in range(3)]  # fmt: skip
+        with host.targeting("avx2"):
+            converted, _ = _quantize(model, _quantizer(rule="per_layer"), batches)
+        scales[shape] = _weight_scales(converted)[0]
+    full = model.hot.weight.detach().abs().amax(1) / 127.5
+    assert bool((scales["heavy"] > full * 1.001).any())
+    torch.testing.assert_close(scales["uniform"].float(), full)

@@ -15,6 +15,7 @@ imports torchao.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from qcore.saturation import (
     RangeChoice,
     choose_weight_ranges,
     never_overflow_half_ranges,
+    range_cost_db,
 )
 
 __all__ = [
@@ -46,8 +48,18 @@ __all__ = [
 #: (kernels that saturate silently: keep full range where calibration stays clear).
 #: ``never_overflow``: :func:`qcore.saturation.never_overflow_half_ranges` from the weights
 #: alone (kernels that must be exact on every input, and a lowering that would otherwise
-#: split each op that can overflow into two kernels).
-RangeRule = Literal["calibrated", "never_overflow"]
+#: run each op that can overflow as a kernel of twice the depth).
+#: ``per_layer``: ``never_overflow`` for a layer where it adds at most
+#: :data:`PER_LAYER_BUDGET_DB` to the layer's output noise (weights' and input's rounding,
+#: :func:`qcore.saturation.range_cost_db`), else the full range: for an exact lowering,
+#: which runs that layer's kernel at twice the depth, so the network keeps its accuracy.
+RangeRule = Literal["calibrated", "never_overflow", "per_layer"]
+RULES: tuple[RangeRule, ...] = ("calibrated", "never_overflow", "per_layer")
+#: The most output noise (dB over full-range weights) ``per_layer`` lets a layer gain to
+#: keep its kernel single-depth. Every layer's injected noise grows at most this much, so
+#: the network's output noise does too: within 1 dB of full-range weights, with margin
+#: for the estimate (benchmarks/README.md has the measured table).
+PER_LAYER_BUDGET_DB = 0.5
 
 _aten = torch.ops.aten
 #: aten op -> number of spatial dims (0: linear). Their arguments: input, weight, bias,
@@ -82,7 +94,7 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         kwargs.setdefault("dtype", torch.int8)
         kwargs.setdefault("qscheme", torch.per_channel_symmetric)
         super().__init__(**kwargs)
-        if rule not in ("calibrated", "never_overflow"):
+        if rule not in RULES:
             raise ValueError(f"unknown weight range rule {rule!r}")
         self.rule: RangeRule = rule
         self.link: _Link | None = None
@@ -97,8 +109,10 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
     def calculate_qparams(self, **kwargs: Any) -> tuple[Tensor, Tensor]:
         scale, zero_point = super().calculate_qparams()
         full = (self.quant_max - self.quant_min) / 2
-        if self.rule == "never_overflow" and self._weight is not None:
+        if self.rule != "calibrated" and self._weight is not None:
             halves = never_overflow_half_ranges(self._weight, self._input_qmax(), full)
+            if self.rule == "per_layer" and self._cost_db(halves, full) > PER_LAYER_BUDGET_DB:
+                return scale, zero_point  # full range: the exact lowering's deeper kernel
             factor = full / torch.tensor(halves, dtype=torch.float64)
         elif (choice := self._choose()) is not None:
             self.choice = choice
@@ -108,6 +122,15 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         if bool((factor == 1).all()):
             return scale, zero_point  # untouched: identical to torchao's observer
         return (scale.double() * factor).to(scale.dtype), zero_point
+
+    def _cost_db(self, halves: tuple[float, ...], full: float) -> float:
+        """The layer's output-noise cost of ``halves`` (infinite, i.e. keep the full range,
+        when its input's statistics are unknown)."""
+        observer = self.link.input_observer() if self.link is not None else None
+        stats = _input_statistics(observer)
+        if stats is None or self._weight is None:
+            return math.inf
+        return range_cost_db(self._weight, halves, full, *stats)
 
     def _input_qmax(self) -> int:
         """The largest uint8 code of the layer's input (255 when unknown or not uint8:
@@ -135,6 +158,33 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         )
         full = (int(self.quant_min), int(self.quant_max))
         return choose_weight_ranges(weight, inputs, qparams, link.geometry, full)
+
+
+def _input_statistics(observer: Any) -> tuple[tuple[float, float], float] | None:
+    """``((E[x], E[x^2]), E[dx^2])`` of a calibrated uint8 activation observer, ``dx`` its
+    rounding error: from its histogram (torch's ``HistogramObserver``), else from its range
+    as if uniform."""
+    low, high = getattr(observer, "min_val", None), getattr(observer, "max_val", None)
+    if not isinstance(low, Tensor) or not isinstance(high, Tensor) or low.numel() != 1:
+        return None
+    lo, hi = float(low), float(high)
+    if not math.isfinite(lo) or not math.isfinite(hi) or hi <= lo:
+        return None
+    scale_t, zero_point_t = observer.calculate_qparams()
+    scale, zero_point = float(scale_t.reshape(-1)[0]), int(zero_point_t.reshape(-1)[0])
+    histogram = getattr(observer, "histogram", None)
+    if not isinstance(histogram, Tensor) or float(histogram.sum()) <= 0:
+        return ((lo + hi) / 2, (lo * lo + lo * hi + hi * hi) / 3), scale * scale / 12
+    width = (hi - lo) / histogram.numel()
+    centers = lo + width * (torch.arange(histogram.numel(), dtype=torch.float64) + 0.5)
+    weights = histogram.double() / histogram.double().sum()
+    qmin, qmax = int(getattr(observer, "quant_min", 0)), int(getattr(observer, "quant_max", 255))
+    codes = torch.clamp(torch.round(centers / scale) + zero_point, qmin, qmax)
+    rounding = (codes - zero_point) * scale - centers
+    # a bin's own spread, where the grid is finer than the histogram
+    noise = float((weights * rounding**2).sum()) + min(width, scale) ** 2 / 12
+    moments = float((weights * centers).sum()), float((weights * centers**2).sum())
+    return moments, noise
 
 
 def weight_observer_ctr(rule: RangeRule = "calibrated", **kwargs: Any) -> Any:

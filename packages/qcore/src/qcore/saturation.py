@@ -17,6 +17,8 @@ it with oneDNN itself on a non-VNNI host.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -30,6 +32,7 @@ __all__ = [
     "INT16_MAX",
     "SAFE_HALF_RANGE",
     "Geometry",
+    "range_cost_db",
     "RangeChoice",
     "choose_weight_ranges",
     "emulate_accumulators",
@@ -177,6 +180,44 @@ def never_overflow_half_ranges(
             break
         halves = torch.where(over, halves * (1 - 1 / 256), halves)
     return tuple(float(h) for h in halves)
+
+
+def range_cost_db(
+    weight: Tensor,
+    half_ranges: Sequence[float],
+    full_half_range: float,
+    input_moments: tuple[float, float],
+    input_noise: float,
+) -> float:
+    """How much more output noise a layer gets from ``half_ranges`` than from the full
+    range, in dB, counting both of its int8 noise sources per output channel: the weight
+    rounding errors ``dw`` met by the input (``Var[x] * sum(dw^2) + E[x]^2 * sum(dw)^2``,
+    ``input_moments = (E[x], E[x^2])``) and the input's rounding error met by the weights
+    (``input_noise = E[dx^2]``, about ``s_x^2 / 12`` but less where inputs sit on the
+    grid, like a ReLU's zeros, ``* sum(w^2)``). Narrow weights cost little where the
+    activations' noise dominates, which is most layers of a real network; bounding this
+    per layer bounds the network's output noise the same way.
+    """
+    import torch
+
+    w = weight.detach().double()
+    shape = (-1,) + (1,) * (w.dim() - 1)
+    activation_noise = input_noise * float((w**2).sum())
+
+    mean, mean_square = input_moments
+    variance = max(mean_square - mean * mean, 0.0)
+
+    def weight_noise(halves: Tensor | float) -> float:
+        codes, scales = weight_codes(w, halves)
+        error = (codes * scales.reshape(shape) - w).reshape(w.shape[0], -1)
+        per_channel = variance * (error**2).sum(1) + mean * mean * error.sum(1) ** 2
+        return float(per_channel.sum())
+
+    narrowed = weight_noise(torch.tensor(half_ranges, dtype=torch.float64)) + activation_noise
+    full = weight_noise(full_half_range) + activation_noise
+    if narrowed <= full:
+        return 0.0
+    return 10 * math.log10(narrowed / full) if full > 0 else math.inf
 
 
 def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:
