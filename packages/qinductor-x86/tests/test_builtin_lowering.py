@@ -9,8 +9,10 @@ ReLU6, SiLU, squeeze-excite, residual adds) and an MLP (linear post-ops).
 
 The kernel counts are taken for a VNNI target, where our quantizer must match torchao.
 The numerics are taken for this host's target: on a CPU without VNNI oneDNN's int8
-kernels saturate full-range weights, so they hold there only with the host-aware weight
-range (``qinductor_x86.config._weight_observer``).
+kernels saturate full-range weights, so they hold there only with the weight rule meant
+for torch's passes, ``weight_rule="never_overflow"`` (``qinductor_x86.config``); the
+default, ``per_layer``, keeps full-range weights where narrowing costs accuracy, for this
+package's lowering, which runs them exactly.
 """
 
 from __future__ import annotations

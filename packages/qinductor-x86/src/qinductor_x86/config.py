@@ -23,7 +23,7 @@ from torchao.quantization.pt2e import (
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
 import qcore.host
-from qcore.pt2e_ranges import weight_observer_ctr
+from qcore.pt2e_ranges import RULES, RangeRule, weight_observer_ctr
 from qcore.weight_ranges import SAFE_QRANGE
 
 __all__ = [
@@ -36,25 +36,36 @@ __all__ = [
 EPS = 2**-12
 
 
+#: The weight-range rule on a CPU without VNNI, for this package's exact lowering.
+DEFAULT_WEIGHT_RULE: RangeRule = "per_layer"
+
+
 def get_default_x86_inductor_quantization_config(
     is_qat: bool = False,
     is_dynamic: bool = False,
     reduce_range: bool = False,
+    weight_rule: RangeRule = DEFAULT_WEIGHT_RULE,
 ) -> QuantizationConfig:
     """uint8 ``[0, 255]`` affine activations (``[0, 127]`` with ``reduce_range``),
     histogram-observed, per batch when ``is_dynamic``, fake-quantized when ``is_qat``;
     int8 ``[-128, 127]`` symmetric per-output-channel weights; bias left in float.
 
+    ``weight_rule`` (not upstream's; used only when the target CPU has no VNNI, see
+    :func:`_weight_observer`): ``"per_layer"`` for this package's lowering, which runs any
+    op exactly; ``"never_overflow"`` when torch's built-in passes will lower the model.
+
     Equal options give the same config object for the same int8 target, as upstream's
     cached function does (the target is part of the key because the weight observer may
     depend on it).
     """
-    return _default_config(is_qat, is_dynamic, reduce_range, qcore.host.target().isa)
+    if weight_rule not in RULES:
+        raise ValueError(f"weight_rule must be one of {RULES}, got {weight_rule!r}")
+    return _default_config(is_qat, is_dynamic, reduce_range, weight_rule, qcore.host.target().isa)
 
 
 @functools.lru_cache
 def _default_config(
-    is_qat: bool, is_dynamic: bool, reduce_range: bool, target_isa: str
+    is_qat: bool, is_dynamic: bool, reduce_range: bool, weight_rule: RangeRule, target_isa: str
 ) -> QuantizationConfig:
     del target_isa  # only a cache key: _weight_observer reads the target itself
     act = QuantizationSpec(
@@ -73,7 +84,7 @@ def _default_config(
         qscheme=torch.per_channel_symmetric,
         ch_axis=0,  # output channels of conv (oc, ic, kh, kw) and linear (out, in) weights
         is_dynamic=False,
-        observer_or_fake_quant_ctr=_weight_observer(is_qat, is_dynamic),
+        observer_or_fake_quant_ctr=_weight_observer(is_qat, weight_rule),
     )
     # upstream's dynamic config keeps the (dynamic) activation spec as the output spec too
     return QuantizationConfig(act, act, weight, None, is_qat)
@@ -101,23 +112,30 @@ def _weight_range(is_qat: bool) -> tuple[int, int]:
     return (-128, 127)
 
 
-def _weight_observer(is_qat: bool, is_dynamic: bool) -> Any:
+def _weight_observer(is_qat: bool, rule: RangeRule) -> Any:
     """The observer (or fake-quant) constructor for int8 per-channel weights.
 
-    The single place where the weight observer follows the target CPU: without VNNI,
-    post-training weights get ``qcore``'s target-aware observer with the
-    ``never_overflow`` rule: per channel, the widest range whose codes no uint8 input can
-    overflow (``qcore.saturation.never_overflow_half_ranges``). The lowering then finds
-    no op to split, so the compiled model runs exactly as many int8 kernels as torchao's
-    and matches the eager converted model within rounding on any CPU. On a VNNI target it is
-    upstream's observer, which the parity tests compare against.
+    The single place where the weight observer follows the target CPU. Without VNNI,
+    post-training weights get ``qcore``'s target-aware observer with ``rule``:
+
+    * ``per_layer`` (default): per layer, the narrower never-overflow range where it adds
+      at most ``qcore.pt2e_ranges.PER_LAYER_BUDGET_DB`` to the layer's output noise, else
+      torchao's full range. No network loses more than that to torchao's weights; this
+      package's lowering runs a layer that can overflow as one kernel of twice the depth,
+      exactly. torch's built-in passes would saturate on those layers.
+    * ``never_overflow``: every channel's widest range that no uint8 input can overflow:
+      exact under any lowering at single depth, up to ~3 dB below torchao's on networks
+      whose layers see few input channels.
+    * ``calibrated``: the widest range calibration does not overflow (qcore.fx's rule).
+
+    On a VNNI target it is upstream's observer, which the parity tests compare against.
+    Dynamic layers have no calibrated input statistics, so ``per_layer`` keeps them full.
     """
     if is_qat:
         return FusedMovingAvgObsFakeQuantize.with_args(
             eps=EPS, observer=MovingAveragePerChannelMinMaxObserver
         )
-    del is_dynamic  # the rule needs no calibration inputs: dynamic layers get it too
-    return weight_observer_ctr(rule="never_overflow", eps=EPS)
+    return weight_observer_ctr(rule=rule, eps=EPS)
 
 
 @functools.lru_cache
