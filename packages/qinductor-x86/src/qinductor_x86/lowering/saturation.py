@@ -34,7 +34,8 @@ from qcore.saturation import INT16_MAX, worst_case_pair_sum
 from qinductor_x86.lowering import ops
 from qinductor_x86.lowering.context import CompileContext, val
 
-#: Marks the node feeding an activation's codes twice, so readers of one tensor share it.
+#: Marks the node holding an activation's codes twice over (``meta`` key), so that every
+#: doubled kernel reading one tensor shares it.
 DOUBLED_CODES = "qinductor_x86: activation codes doubled"
 
 
@@ -77,8 +78,10 @@ def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
     graph): Inductor turns it into one int8 copy by index arithmetic, fused with the
     quantize that produces the codes when there is one, with no other size of ``codes``
     needed (batch and spatial sizes may be symbolic). A view chain (``unsqueeze ->
-    expand -> reshape``) would be copied once per reader instead: Inductor realizes a
-    view of a view for each kernel that reads it.
+    expand -> reshape``) would be copied once per reader instead: Inductor materializes
+    a view that is no plain reinterpretation of a buffer separately for each external
+    kernel that reads it. (Were freezing to fold the constant index, the copy would read
+    it from memory: slower, still exact.)
     """
     for user in codes.users:
         if user.meta.get(DOUBLED_CODES) == dim:
