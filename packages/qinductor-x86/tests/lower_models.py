@@ -67,7 +67,7 @@ def measure(name: str, quantizer: Any, lowering: Any = None) -> dict[str, Any]:
     if lowering is not None:
         report = lowering.report()
         result["reported_kernels"] = report.int8_kernels
-        result["splits"] = sum(n for k, n in report.lowered.items() if "non-saturating" in k)
+        result["doubled"] = sum(n for k, n in report.lowered.items() if "reduction doubled" in k)
     return result
 
 

@@ -5,7 +5,7 @@ SiLU, squeeze-excite, residual adds), an Inception-style net (cat and pools), a
 transformer block and an MLP; and the same models quantized by the XNNPACK quantizer.
 
 These hold on hosts with and without VNNI: there, torchao's flow saturates and ours
-stays exact (split ops count as two kernels each).
+stays exact (ops that can overflow run on a doubled reduction, one kernel each).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Saturation safety: ops that can overflow oneDNN's 16-bit pair sums on a non-VNNI target
-are lowered exactly as two half-weight kernels; nothing changes on a VNNI target.
+are lowered exactly as one kernel on a doubled reduction (a zero weight beside every weight,
+each activation code fed twice); nothing changes on a VNNI target.
 
 Which ops can overflow is computed here independently, by brute force over the extreme
 activation codes of every input-channel pair (a pair sum is linear in each activation, so
@@ -8,9 +9,12 @@ its extremes are at the ends of the activation range).
 
 from __future__ import annotations
 
+import re
+
 import lowering_zoo as zoo
 import pytest
 import torch
+import torch.nn.functional as F
 
 import qcore
 import qcore.host
@@ -29,24 +33,41 @@ def brute_force_worst_pair(weight: torch.Tensor, act_max: int) -> int:
     return int(torch.stack(sums).abs().max())
 
 
-def test_halves_add_up_exactly_and_never_overflow() -> None:
+def test_doubled_reduction_computes_the_same_and_never_overflows() -> None:
+    """Against the plain products in int64 / float64: linear and grouped conv."""
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randint(-128, 128, (32, 48, 3, 3), generator=generator, dtype=torch.int8)
+    weight = torch.randint(-128, 128, (32, 12, 3, 3), generator=generator, dtype=torch.int8)
     weight[0, :2, 0, 0] = 127  # a pair that overflows whatever the rest
     assert brute_force_worst_pair(weight, 255) > INT16_MAX
-    hi, lo = saturation.halves(weight)
-    assert hi.dtype == lo.dtype == torch.int8
-    assert torch.equal(hi.to(torch.int16) + lo.to(torch.int16), weight.to(torch.int16))
-    assert brute_force_worst_pair(hi, 255) <= INT16_MAX
-    assert brute_force_worst_pair(lo, 255) <= INT16_MAX
+    doubled = saturation.doubled_weight(weight)
+    assert doubled.dtype == torch.int8 and doubled.shape == (32, 24, 3, 3)
+    assert brute_force_worst_pair(doubled, 255) <= INT16_MAX
+    codes = torch.randint(0, 256, (2, 48, 7, 7), generator=generator, dtype=torch.uint8)
+    expected = F.conv2d(codes.double(), weight.double(), groups=4)
+    doubled_codes = codes.repeat_interleave(2, dim=1)
+    assert torch.equal(F.conv2d(doubled_codes.double(), doubled.double(), groups=4), expected)
+
+    matrix = weight[:, :, 0, 0].contiguous()
+    rows = codes[:, :12, 0, 0].to(torch.int64)
+    doubled_matrix = saturation.doubled_weight(matrix).to(torch.int64)
+    assert torch.equal(
+        rows.repeat_interleave(2, dim=-1) @ doubled_matrix.t(), rows @ matrix.to(torch.int64).t()
+    )
 
 
 @pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
-def test_only_a_saturating_target_splits_and_only_the_ops_that_can_overflow(target: str) -> None:
-    model, inputs = zoo.MLP(), (zoo.example(16, 32, seed=2),)
+def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(target: str) -> None:
+    """Convs (3 input channels, grouped, 1x1, an in-place residual sum) with torchao's
+    full-range weights: one kernel per conv on both targets, exact on the saturating one.
+    (Linear layers: test_lowering_fanout.py.)"""
+    model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
     converted = zoo.quantize(model, inputs, "torchao")  # full-range weights
     dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
-    weights = [converted.get_buffer(str(n.args[0].target)) for n in converted.graph.nodes if n.target is dequantize]
+    weights = [
+        converted.get_buffer(str(n.args[0].target))
+        for n in converted.graph.nodes
+        if n.target is dequantize
+    ]
     unsafe = sum(brute_force_worst_pair(w, 255) > INT16_MAX for w in weights)
     assert unsafe > 0  # full-range int8 weights nearly always can; this model's do
     with torch.no_grad():
@@ -56,26 +77,29 @@ def test_only_a_saturating_target_splits_and_only_the_ops_that_can_overflow(targ
     with zoo.fresh_compile(), qcore.host.targeting(target), lowering:
         output, code = zoo.compile_and_run(converted, inputs)
     report = lowering.report()
-    splits = sum(n for name, n in report.lowered.items() if "non-saturating halves" in name)
-    kernels = zoo.int8_kernel_calls(code)
+    doubled = sum(n for name, n in report.lowered.items() if "reduction doubled" in name)
+    assert len(zoo.int8_kernel_calls(code)) == len(weights)
+    assert len(set(re.findall(r"\b_qinductor_x86_packed\d+\b", code))) == len(weights)
     if target == "avx2":
-        assert splits == unsafe
-        assert len(kernels) == len(weights) + unsafe
-        # exact on any host: each half's pair sums fit in 16 bits
+        assert doubled == unsafe
+        # exact on any host: each int16 lane holds a single product
         assert zoo.relative_l2(expected, output) <= 2e-2
     else:
-        assert splits == 0
-        assert len(kernels) == len(weights)
+        assert doubled == 0
 
 
 def test_our_quantizer_for_a_saturating_target_leaves_nothing_to_split() -> None:
     """The x86 quantizer quantizes for a CPU without VNNI with weights that no input can
-    overflow, so the lowering keeps one kernel per op (torchao's count) and stays exact."""
+    overflow, so the lowering keeps every op on its plain reduction and stays exact."""
     model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
     with qcore.host.targeting("avx2"):
         converted = zoo.quantize(model, inputs, "x86")
     dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
-    weights = [converted.get_buffer(str(n.args[0].target)) for n in converted.graph.nodes if n.target is dequantize]
+    weights = [
+        converted.get_buffer(str(n.args[0].target))
+        for n in converted.graph.nodes
+        if n.target is dequantize
+    ]
     assert weights and all(brute_force_worst_pair(w, 255) <= INT16_MAX for w in weights)
     # ... yet most channels keep more than the blanket 7-bit range
     assert sum(int(w.abs().amax()) > 64 for w in weights) > len(weights) // 2
@@ -85,6 +109,6 @@ def test_our_quantizer_for_a_saturating_target_leaves_nothing_to_split() -> None
     with zoo.fresh_compile(), qcore.host.targeting("avx2"), lowering:
         output, code = zoo.compile_and_run(converted, inputs)
     report = lowering.report()
-    assert not any("non-saturating halves" in name for name in report.lowered)
+    assert not any("reduction doubled" in name for name in report.lowered)
     assert len(zoo.int8_kernel_calls(code)) == len(weights)
     assert zoo.relative_l2(expected, output) <= 2e-2

@@ -43,9 +43,8 @@ def test_xnnpack_quantized_models_compile_to_int8_kernels_and_match_eager() -> N
     report = lowering.report()
     kernels = zoo.int8_kernel_calls(code)
     assert report.lowered["int8 activation re-based to uint8 (zero point + 128)"] > 0
-    # every conv and linear lowered (a split op is two kernels)
+    # every conv and linear lowered, one kernel each
     prepacked = sum(n for name, n in report.lowered.items() if "weight prepack" in name)
-    splits = sum(n for name, n in report.lowered.items() if "non-saturating halves" in name)
-    assert prepacked == 4 and len(kernels) == prepacked + splits
+    assert prepacked == 4 and len(kernels) == prepacked
     assert zoo.relative_l2(expected, output) <= 2e-2
     assert sqnr(reference, output) >= sqnr(reference, expected) - 0.1

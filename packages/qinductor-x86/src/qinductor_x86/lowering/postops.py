@@ -190,8 +190,6 @@ def _binary_ok(ctx: CompileContext, match: Any, kind: str, x: Node, anchor: Node
         return ctx.decline(anchor, "the added tensor does not have the kernel's output shape")
     if kind == "linear":
         return True
-    if other.target in ops.INT8_KERNELS:
-        return False  # another kernel's float output (a split's other half), not a residual
     # oneDNN's int8 conv adds in place into a dequantized accumulator ("sum" post-op)
     if other.target is not ops.DEQUANTIZE[0] or len(other.users) != 1:
         return ctx.decline(anchor, "the conv's residual input is not a dequantized int8 tensor")

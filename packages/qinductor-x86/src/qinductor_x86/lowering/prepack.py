@@ -8,7 +8,8 @@ each form. Every row is traced for float32 and for int8-mixed-bf16 (``to(bfloat1
 both operands), and linear rows also with run-time (dynamic) activation qparams.
 
 The weight is prepacked here, from its frozen value, as torch's freezing pass would; an op
-that can saturate the target's kernels is split exactly into two kernels (``saturation``).
+that can saturate the target's kernels is still one kernel, on a doubled reduction with a
+zero weight in every int16 pair (``saturation``), exact.
 """
 
 from __future__ import annotations
@@ -162,20 +163,16 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
         assert weight is not None
         verdict = saturation.judge(weight, int(kwargs["x_qmax"]), ctx.target)
         dtype = val(out).dtype
-        emit = _Emitter(ctx, form, dynamic, compute, kwargs)
         with ctx.graph.inserting_before(out):
-            if verdict.split:
-                hi, lo = saturation.halves(weight)
-                result = ctx.call(
-                    ops.aten.add.Tensor, (emit(hi, kwargs.get("b"), dtype), emit(lo, None, dtype))
-                )
-                ctx.record(
-                    f"{form.kind} split into two non-saturating halves "
-                    f"({compute.name}: worst pair sum {verdict.worst} > 32767 on "
-                    f"{ctx.target.isa})"
-                )
-            else:
-                result = emit(weight, kwargs.get("b"), dtype)
+            result = _kernel(
+                ctx, form, dynamic, compute, kwargs, dtype=dtype, doubled=verdict.double
+            )
+        if verdict.double:
+            ctx.record(
+                f"{form.kind} with its reduction doubled, a zero weight in each int16 pair "
+                f"({compute.name}: worst pair sum {verdict.worst} > 32767 on "
+                f"{ctx.target.isa})"
+            )
         out.replace_all_uses_with(result)
         match.erase_nodes()
         precision = "int8-mixed-bf16" if dtype == torch.bfloat16 else "int8-mixed-fp32"
@@ -184,48 +181,55 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
     return rewrite
 
 
-class _Emitter:
-    """Builds one prepacked kernel for a given weight: its constant and its call."""
+def _kernel(
+    ctx: CompileContext,
+    form: Form,
+    dynamic: bool,
+    compute: Node,
+    kwargs: dict[str, Any],
+    *,
+    dtype: torch.dtype,
+    doubled: bool,
+) -> Node:
+    """The prepacked kernel replacing the match: its packed-weight constant and its call.
+    ``doubled``: on the doubled reduction that cannot saturate (``saturation``)."""
+    weight = ctx.constant(kwargs["w"])
+    assert weight is not None
+    x = kwargs["x"]
+    x_shape = None if _symbolic(val(x).shape) else list(val(x).shape)
+    if doubled:
+        # conv: input channels (dim 1); linear: the last dim, at any rank
+        dim = 1 if form.kind == "conv" else val(x).dim() - 1
+        x = saturation.doubled_codes(ctx, x, dim)
+        weight = saturation.doubled_weight(weight)
+        if x_shape is not None:
+            x_shape[dim] *= 2
+    conv_args = tuple(compute.args[i] for i in (3, 4, 5, 8)) if form.kind == "conv" else ()
+    if form.kind == "conv":
+        stride, padding, dilation, groups = conv_args
+        packed = torch.ops.onednn.qconv_prepack(
+            weight, ctx.constant(kwargs["w_scale"]), kwargs["x_scale"], kwargs["x_zp"],
+            stride, padding, dilation, groups, x_shape,
+        )  # fmt: skip
+    else:
+        packed = torch.ops.onednn.qlinear_prepack(weight, x_shape)
+    packed_node = ctx.constant_node("_qinductor_x86_packed", packed)
+    w_zp = _int32_zero_points(ctx, kwargs["w_zp"])
+    head = (x, kwargs["x_scale"], kwargs["x_zp"], packed_node, kwargs["w_scale"], w_zp)
+    tail: tuple[Any, ...] = (1.0, 0, dtype, "none", [], "")
+    if form.kind == "conv":
+        return ctx.call(ops.QCONV, (*head, kwargs.get("b"), *conv_args, *tail))
+    target = ops.QLINEAR_TENSOR if dynamic else ops.QLINEAR
+    return ctx.call(target, (*head, kwargs.get("b"), *tail))
 
-    def __init__(
-        self, ctx: CompileContext, form: Form, dynamic: bool, compute: Node, kwargs: dict[str, Any]
-    ) -> None:
-        self.ctx, self.form, self.dynamic, self.kwargs = ctx, form, dynamic, kwargs
-        x = val(kwargs["x"])
-        self.x_shape = None if _symbolic(x.shape) else list(x.shape)
-        self.conv_args = tuple(compute.args[i] for i in (3, 4, 5, 8)) if form.kind == "conv" else ()
-        self._zp: Any = None
 
-    def __call__(self, weight: torch.Tensor, bias: Any, dtype: torch.dtype) -> Node:
-        k = self.kwargs
-        if self.form.kind == "conv":
-            stride, padding, dilation, groups = self.conv_args
-            w_scale = self.ctx.constant(k["w_scale"])
-            packed = torch.ops.onednn.qconv_prepack(
-                weight, w_scale, k["x_scale"], k["x_zp"], stride, padding, dilation,
-                groups, self.x_shape,
-            )
-        else:
-            packed = torch.ops.onednn.qlinear_prepack(weight, self.x_shape)
-        packed_node = self.ctx.constant_node("_qinductor_x86_packed", packed)
-        head = (k["x"], k["x_scale"], k["x_zp"], packed_node, k["w_scale"], self._w_zp(), bias)
-        tail: tuple[Any, ...] = (1.0, 0, dtype, "none", [], "")
-        if self.form.kind == "conv":
-            return self.ctx.call(ops.QCONV, (*head, *self.conv_args, *tail))
-        target = ops.QLINEAR_TENSOR if self.dynamic else ops.QLINEAR
-        return self.ctx.call(target, (*head, *tail))
-
-
-    def _w_zp(self) -> Any:
-        """The weight zero points as int32, the kernels' dtype: cast in the graph, where
-        freezing folds the cast away (torch's lowering would otherwise convert them)."""
-        if self._zp is None:
-            w_zp = self.kwargs["w_zp"]
-            zp_val = val(w_zp)
-            if zp_val is not None and zp_val.dtype != torch.int32:
-                w_zp = self.ctx.call(ops.CONVERT, (w_zp, torch.int32))
-            self._zp = w_zp
-        return self._zp
+def _int32_zero_points(ctx: CompileContext, w_zp: Any) -> Any:
+    """The weight zero points as int32, the kernels' dtype: cast in the graph, where
+    freezing folds the cast away (torch's lowering would otherwise convert them)."""
+    zp_val = val(w_zp)
+    if zp_val is not None and zp_val.dtype != torch.int32:
+        return ctx.call(ops.CONVERT, (w_zp, torch.int32))
+    return w_zp
 
 
 def _symbolic(shape: Any) -> bool:

@@ -1,18 +1,25 @@
 """The policy for int8 ops that can saturate oneDNN's kernels on the target CPU.
 
-Without VNNI, oneDNN adds the uint8 x int8 products of neighbouring input channels in a
-saturating 16-bit lane (see ``qcore.saturation``). Whether an op can overflow at all follows
-from its integer weights and the range of its activation codes, both known when the graph
-is frozen, so the decision is made per op, exactly:
+Without VNNI, oneDNN multiplies uint8 activations by int8 weights with ``vpmaddubsw``: the
+products of neighbouring input channels ``2j`` and ``2j + 1`` (of a group, at one kernel
+tap) are added in a saturating 16-bit lane (see ``qcore.saturation``). Whether an op can
+overflow at all follows from its integer weights and the range of its activation codes,
+both known when the graph is frozen, so the decision is made per op, exactly:
 
 * an op that cannot overflow (most ops of small models, and every op on a VNNI or AMX
   target) is lowered as usual;
-* an op that can overflow is lowered **exactly** by splitting its weight into two halves,
-  ``w = hi + lo`` with ``hi = floor(w / 2)`` and ``lo = w - hi``, both in [-64, 64], which
-  can never overflow a pair (255 * 64 * 2 = 32640); the two int8 kernels share the input
-  and the per-channel scales, their float outputs add up to the full product, and every
-  accumulation stays exact. The cost is a second int8 kernel for that op, never a wrong
-  number, and ``report()`` lists the op.
+* an op that can overflow is lowered **exactly** as one kernel with its reduction doubled:
+  every input channel ``k`` becomes the pair ``(2k, 2k + 1)``, the weight keeps ``w[k]`` at
+  ``2k`` and holds 0 at ``2k + 1``, and the activation codes are fed twice
+  (``repeat_interleave(2)`` on the uint8 codes, before the kernel). Each 16-bit lane then
+  holds a single product, ``|a * w| <= 255 * 128 = 32640``, which never saturates; the
+  zero weights add nothing, so the activation's scale and zero point are unchanged, and
+  the weight's per-output-channel scales too. The cost is twice the multiply-adds of that
+  op and one uint8 copy of its input, never a second kernel or a wrong number, and
+  ``report()`` lists the op.
+
+The earlier route, two kernels on half weights whose float outputs were added, doubled the
+kernel count and broke post-op fusion of the add that follows (its sum stayed float32).
 """
 
 from __future__ import annotations
@@ -20,30 +27,78 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.fx import Node
 
 from qcore.host import Int8Host
 from qcore.saturation import INT16_MAX, worst_case_pair_sum
+from qinductor_x86.lowering import ops
+from qinductor_x86.lowering.context import CompileContext, val
+
+#: Marks the node holding an activation's codes twice over (``meta`` key), so that every
+#: doubled kernel reading one tensor shares it.
+DOUBLED_CODES = "qinductor_x86: activation codes doubled"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """``split``: lower as two halves. ``worst``: the largest pair sum the op can reach."""
+    """``double``: lower with the reduction doubled. ``worst``: the largest pair sum the op
+    can reach with its weights as they are."""
 
-    split: bool
+    double: bool
     worst: int
 
 
 def judge(weight: torch.Tensor, activation_qmax: int, target: Int8Host) -> Verdict:
-    """Whether this op's weights must be split on ``target``.
+    """Whether this op must take the doubled route on ``target``.
 
     ``weight``: the int8 codes, ``(out, in / groups, *kernel)`` (pairs never cross a group);
     ``activation_qmax``: the largest uint8 code its input can hold (its ``quant_max``).
     """
     worst = worst_case_pair_sum(weight, act_max=activation_qmax)
-    return Verdict(split=target.saturates_u8s8 and worst > INT16_MAX, worst=worst)
+    return Verdict(double=target.saturates_u8s8 and worst > INT16_MAX, worst=worst)
 
 
-def halves(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``hi + lo == weight`` exactly, each in [-64, 64] (never overflows a pair)."""
-    hi = torch.div(weight, 2, rounding_mode="floor")
-    return hi, weight - hi
+def doubled_weight(weight: torch.Tensor) -> torch.Tensor:
+    """``(out, 2 * in, *kernel)``: ``weight`` at the even input channels, 0 at the odd ones.
+
+    Dimension 1 is the input channel of a group for a conv and the reduction of a linear,
+    so group ``g`` of the result reads channels ``[2 g in, 2 (g + 1) in)``: exactly group
+    ``g`` of the activation after :func:`doubled_codes`.
+    """
+    out = torch.zeros((weight.shape[0], 2 * weight.shape[1], *weight.shape[2:]), dtype=weight.dtype)
+    out[:, 0::2] = weight
+    return out
+
+
+def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
+    """``codes.repeat_interleave(2, dim)`` in the graph, on the uint8 codes, shared by every
+    doubled kernel that reads ``codes``.
+
+    Written as ``codes[..., iota(2 n) // 2]`` (``aten.index``, the index computed in the
+    graph): Inductor turns it into one int8 copy by index arithmetic, fused with the
+    quantize that produces the codes when there is one, with no other size of ``codes``
+    needed (batch and spatial sizes may be symbolic). A view chain (``unsqueeze ->
+    expand -> reshape``) would be copied once per reader instead: Inductor materializes
+    a view that is no plain reinterpretation of a buffer separately for each external
+    kernel that reads it. (Were freezing to fold the constant index, the copy would read
+    it from memory: slower, still exact.)
+    """
+    for user in codes.users:
+        if user.meta.get(DOUBLED_CODES) == dim:
+            return user
+    codes_val = val(codes)
+    iota_kwargs = {
+        "start": 0,
+        "step": 1,
+        "dtype": torch.int64,
+        "device": codes_val.device,
+        "requires_grad": False,
+    }
+    # before the first reader of ``codes``, so that it precedes every reader it may serve
+    first_reader = next(node for node in ctx.graph.nodes if node in codes.users)
+    with ctx.graph.inserting_before(first_reader):
+        iota = ctx.call(ops.prims.iota.default, (2 * int(codes_val.shape[dim]),), iota_kwargs)
+        index = ctx.call(ops.aten.div.Tensor_mode, (iota, 2), {"rounding_mode": "floor"})
+        doubled = ctx.call(ops.aten.index.Tensor, (codes, [None] * dim + [index]))
+    doubled.meta[DOUBLED_CODES] = dim
+    return doubled
