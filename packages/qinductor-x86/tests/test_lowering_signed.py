@@ -8,8 +8,10 @@ transpose, codes reaching their dequantizes through views) and functional convol
 compiled once (module-scoped), for the target whose route matters: full-range weights on
 an AVX2 target (ops split into non-saturating halves), narrowed weights on a VNNI target.
 
-Run as a script (``python test_lowering_signed.py OUT.json``), it compiles two of them in a
-fresh interpreter with torch's own x86 passes left registered (torch's default).
+Every compile runs in a fresh interpreter, this file run as a script
+(``python test_lowering_signed.py MODE CASE... OUT.json``): MODE ``standalone`` switches
+torch's own x86 passes off first, ``builtins`` leaves them registered (torch's default), so
+that their behaviour on signed graphs never depends on what this process compiled before.
 """
 
 from __future__ import annotations
