@@ -214,8 +214,9 @@ def test_signed_models_lower_every_conv_and_linear_they_can(standalone: dict[str
     assert not any("int8 codes" in reason for reason in result["in_float"])  # all rebased
     for reason in case.in_float:
         assert any(reason in r for r in result["in_float"]), (reason, result["in_float"])
-    if case.attention:  # the quantizes after view / transpose were lifted above them
-        assert result["lift_ups"] > 0
+    if case.attention:  # the quantizes after view / transpose were lifted above them, and
+        assert result["lift_ups"] > 0  # each left a requantize of its own codes, dropped
+        assert lowered["requantize with the same qparams dropped (the codes themselves)"] > 0
     # Inductor's dequantize lowering asserts its input dtype: an int8 activation left next
     # to a rebased one is what broke the encoder layer. Nothing signed is left to quantize.
     assert not result["signed_in_code"]
