@@ -247,3 +247,52 @@ def inductor_counters() -> dict[str, int]:
 def relative_l2(reference: torch.Tensor, output: torch.Tensor) -> float:
     reference, output = reference.float(), output.float()
     return float((reference - output).norm() / reference.norm())
+
+
+# models appended for signed-int8 (XNNPACK-quantized) graphs ----------------------------
+
+
+class EncoderLayer(nn.Module):
+    """A post-norm transformer encoder layer on (batch, tokens, dim): 4 heads of nn.Linear
+    q/k/v/out projections, torch.matmul for scores and for attention x values, softmax,
+    residual adds, LayerNorm, and a Linear-activation-Linear feed-forward."""
+
+    def __init__(self, dim: int = 32, heads: int = 4, hidden: int = 64, activation: str = "gelu") -> None:
+        super().__init__()
+        self.attention = Attention(dim, heads)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.up, self.down = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+        self.activation = F.gelu if activation == "gelu" else F.relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.down(self.activation(self.up(x))))
+
+
+class FunctionalConvs(nn.Module):
+    """Convolutions written as functional calls on weight parameters: F.conv2d with keyword
+    padding, F.conv_transpose2d (a weight shaped like a plain conv's: a pass that ignores
+    ``transposed`` lowers it without an error, to wrong numbers), F.conv1d and F.conv3d."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+
+        def weight(*shape: int) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=generator) * 0.2)
+
+        self.w2, self.b2 = weight(channels, 4, 3, 3), weight(channels)
+        self.wt = weight(channels, channels, 3, 3)
+        self.w1 = weight(6, 4, 3)
+        self.w3 = weight(4, 4, 3, 3, 3)
+
+    def forward(
+        self, x: torch.Tensor, x1: torch.Tensor, x3: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = F.relu(F.conv2d(x, self.w2, self.b2, padding="same"))
+        y = F.conv_transpose2d(y, self.wt, padding=1)
+        return y, F.conv1d(x1, self.w1, padding=1), F.conv3d(x3, self.w3, stride=1, padding=1)
+
+
+def functional_conv_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return example(2, 4, 8, 8), example(2, 4, 10, seed=1), example(1, 4, 4, 5, 5, seed=2)

@@ -1,6 +1,7 @@
 """Data movement on int8 codes: dequantize -> max-pool / cat / reshape -> quantize, with the
 same qparams on both sides, is the op applied to the uint8 codes directly (exact: these ops
-only select and move values, and quantize(dequantize(c)) == c)."""
+only select and move values, and quantize(dequantize(c)) == c); dequantize -> quantize
+alone is the codes themselves."""
 
 from __future__ import annotations
 
@@ -67,6 +68,14 @@ def register(pass_dict: Any) -> None:
         )(_rewriter(op))
     # cat takes any number of dequantized inputs: a list pattern, with and without a dim
     dequantized = private.CallFunction(ops.DEQUANTIZE[0], *(private.Arg() for _ in range(6)))
+    # a requantize with the dequantize's own qparams (XNNPACK's shared-qparams views leave
+    # them, once quant lift-up moved the quantize over its view) gives back the codes
+    requantized = private.CallFunction(
+        ops.DEQUANTIZE[0], private.KeywordArg("x"), *(private.Arg() for _ in range(5))
+    )
+    private.register_graph_pattern(
+        tracing.output_quant(requantized), extra_check=_same_qparams, pass_dict=pass_dict
+    )(_requantize)
     for dim in ((private.KeywordArg("dim"),), ()):
         cat = private.CallFunction(ops.aten.cat.default, private.ListOf(dequantized), *dim)
         private.register_graph_pattern(
@@ -107,6 +116,12 @@ def _cat(match: Any, *args: Any, **kwargs: Any) -> None:
     cat = next(n for n in match.nodes if n.target is ops.aten.cat.default)
     codes = [dq.args[0] for dq in cat.args[0]]
     _replace(match, ops.aten.cat.default, (codes, *cat.args[1:]), "cat", "qcat_matcher")
+
+
+def _requantize(match: Any, *args: Any, **kwargs: Any) -> None:
+    match.output_node().replace_all_uses_with(kwargs["x"])
+    match.erase_nodes()
+    current().record("requantize with the same qparams dropped (the codes themselves)")
 
 
 def _replace(match: Any, target: Any, new_args: tuple[Any, ...], name: str, family: str) -> None:

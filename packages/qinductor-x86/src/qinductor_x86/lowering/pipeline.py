@@ -18,7 +18,16 @@ from torch.fx import Graph
 
 from qcore.host import Int8Host
 from qinductor_x86 import _torch_private as private
-from qinductor_x86.lowering import dataops, ops, postops, prepack, promotion, signed, woq
+from qinductor_x86.lowering import (
+    dataops,
+    floatweights,
+    ops,
+    postops,
+    prepack,
+    promotion,
+    signed,
+    woq,
+)
 from qinductor_x86.lowering.context import CompileContext, lowering
 from qinductor_x86.lowering.report import GraphRecord, everything_in_float, left_in_float
 
@@ -81,6 +90,7 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
         promotion.promote(context)
         for pattern_pass in pattern_passes():
             pattern_pass.apply(graph)
+        floatweights.fold(context)  # what no family lowered: no other pass may take it
     graph.eliminate_dead_code()
     graph.lint()
     kernels = sum(n.target in ops.INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)

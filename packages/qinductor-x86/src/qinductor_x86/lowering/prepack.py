@@ -124,6 +124,8 @@ def _checker(form: Form) -> Callable[[Any], bool]:
         if kwargs["w_qmin"] < -128 or kwargs["w_qmax"] > 127:
             return ctx.decline(compute, "its weight is not int8")
         if form.kind == "conv":
+            if compute.args[6]:  # the traced pattern says False; never trust a wildcard here
+                return ctx.decline(compute, "a transposed convolution has no oneDNN int8 lowering here")
             if x.dim() not in (3, 4):
                 return ctx.decline(compute, f"a {x.dim() - 2}-D convolution has no lowering here")
             if ctx.constant(kwargs["w_scale"]) is None:
