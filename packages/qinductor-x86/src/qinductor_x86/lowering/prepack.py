@@ -163,6 +163,7 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
         verdict = saturation.judge(weight, int(kwargs["x_qmax"]), ctx.target)
         dtype = val(out).dtype
         emit = _Emitter(ctx, form, dynamic, compute, kwargs)
+        torch_nodes = len(match.nodes) + _freezing_clone(form, compute)
         with ctx.graph.inserting_before(out):
             if verdict.split:
                 hi, lo = saturation.halves(weight)
@@ -179,9 +180,21 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
         out.replace_all_uses_with(result)
         match.erase_nodes()
         precision = "int8-mixed-bf16" if dtype == torch.bfloat16 else "int8-mixed-fp32"
-        ctx.record(f"{form.name} weight prepack ({precision})", family, len(match.nodes))
+        ctx.record(
+            f"{form.name} weight prepack ({precision})",
+            family,
+            torch_nodes,
+            match,
+        )
 
     return rewrite
+
+
+def _freezing_clone(form: Form, compute: Node) -> int:
+    """1 when torch's pattern would also have matched the channels-last clone freezing
+    puts on this conv's weight (this lowering runs before freezing adds it)."""
+    weight = val(compute.args[1]) if form.kind == "conv" else None
+    return int(weight is not None and private.freezing_clones_conv_weight(weight))
 
 
 class _Emitter:
