@@ -57,14 +57,6 @@ ONE_SIDED: dict[str, str] = {
         "the same quantizes without counting; the test compares it with torch's own "
         "quant_lift_up run on the converted graph instead"
     ),
-    **{
-        f"woq_matcher_{suffix}": (
-            "ours only under freezing: torch's int8 weight-only patterns run post-grad, "
-            "after freezing has constant-folded the weight's cast they match; this lowering "
-            "rewrites before freezing"
-        )
-        for suffix in ("count", "nodes")
-    },
     **dict.fromkeys(
         GENERIC,
         "Inductor's total over every pattern pass: our rewrites add what torch's would "
