@@ -134,26 +134,41 @@ def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
         node.meta[_WAS_VIEW] = True
     view_to_reshape(gm)  # type: ignore[no-untyped-call]
     gm.graph = fx_graph_cse(gm.graph)
-    for node in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.reshape.default):
+    for node in gm.graph.nodes:
+        node.meta[_SEEN] = True
         if node.meta.get(_WAS_VIEW):
             node.meta[_WAS_VIEW] = node.args[0]  # (a node of the new graph)
     gm.recompile()
 
 
 _WAS_VIEW = "qinductor_x86_was_view_of"
+_SEEN = "qinductor_x86_normalized"
 
 
 def restore_views(gm: torch.fx.GraphModule) -> None:
     """Undo :func:`normalize_like_freezing`'s view -> reshape where the rewrites left the
     view and its input alone. Inductor's joint-graph patterns, which run after this
     lowering and before freezing, match views (scaled-dot-product attention among them);
-    freezing turns them into reshapes again for its own patterns. A view whose input a
-    rewrite replaced stays a reshape: the new input may not be viewable."""
+    freezing turns them into reshapes again for its own patterns.
+
+    A view stays a reshape when a rewrite replaced its input, or when it reads, however
+    indirectly, a new node whose layout is not contiguous (a oneDNN conv's channels-last
+    output): Inductor propagates fake tensors again before freezing, and the view might
+    not be one there."""
     import torch
 
-    for node in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.reshape.default):
-        if node.meta.pop(_WAS_VIEW, None) is node.args[0]:
-            node.target = torch.ops.aten.view.default
+    reshape, view = torch.ops.aten.reshape.default, torch.ops.aten.view.default
+    tainted: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        input_node = node.meta.pop(_WAS_VIEW, None)
+        value = node.meta.get("val")
+        new_layout = not node.meta.pop(_SEEN, False) and isinstance(value, torch.Tensor)
+        if any(i in tainted for i in node.all_input_nodes) or (
+            new_layout and not value.is_contiguous()
+        ):
+            tainted.add(node)
+        elif node.target is reshape and input_node is not None and input_node is node.args[0]:
+            node.target = view
     gm.recompile()
 
 
