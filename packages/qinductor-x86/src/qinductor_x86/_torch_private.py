@@ -122,14 +122,75 @@ def inductor_freezing_active() -> bool:
 def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
     """The graph as freezing hands it to its patterns: no-op views removed (the joint
     passes do it), views as reshapes and common subexpressions merged (freezing does it).
-    Replaces ``gm.graph``."""
+    Replaces ``gm.graph``. Each reshape that was a view remembers its input, so that
+    :func:`restore_views` can give back the views the rewrites did not touch."""
+    import torch
     from torch._functorch.compile_utils import fx_graph_cse
     from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
 
+    view = torch.ops.aten.view.default
     remove_noop_ops(gm.graph)
+    for node in gm.graph.find_nodes(op="call_function", target=view):
+        node.meta[_WAS_VIEW] = True
     view_to_reshape(gm)  # type: ignore[no-untyped-call]
     gm.graph = fx_graph_cse(gm.graph)
+    for node in gm.graph.nodes:
+        node.meta[_SEEN] = True
+        if node.meta.get(_WAS_VIEW):
+            node.meta[_WAS_VIEW] = node.args[0]  # (a node of the new graph)
     gm.recompile()
+
+
+_WAS_VIEW = "qinductor_x86_was_view_of"
+_SEEN = "qinductor_x86_normalized"
+
+
+def restore_views(gm: torch.fx.GraphModule) -> None:
+    """Undo :func:`normalize_like_freezing`'s view -> reshape where the rewrites left the
+    view and its input alone. Inductor's joint-graph patterns, which run after this
+    lowering and before freezing, match views (scaled-dot-product attention among them);
+    freezing turns them into reshapes again for its own patterns.
+
+    A view stays a reshape when a rewrite replaced its input, or when it reads, however
+    indirectly, a new node whose layout is not contiguous (a oneDNN conv's channels-last
+    output): Inductor propagates fake tensors again before freezing, and the view might
+    not be one there."""
+    import torch
+
+    reshape, view = torch.ops.aten.reshape.default, torch.ops.aten.view.default
+    tainted: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        input_node = node.meta.pop(_WAS_VIEW, None)
+        value = node.meta.get("val")
+        new_layout = not node.meta.pop(_SEEN, False) and isinstance(value, torch.Tensor)
+        if any(i in tainted for i in node.all_input_nodes) or (
+            new_layout and not value.is_contiguous()
+        ):
+            tainted.add(node)
+        elif node.target is reshape and input_node is not None and input_node is node.args[0]:
+            node.target = view
+    gm.recompile()
+
+
+def freezing_clones_conv_weight(weight: torch.Tensor) -> bool:
+    """Whether freezing puts a channels-last ``clone`` on this conv weight before torch's
+    weight-prepack pattern sees it (which then matches, and counts, one node more).
+
+    ``compile_fx`` calls ``convert_conv_weights_to_channels_last`` when layout optimization
+    is on for the graph, which on a oneDNN CPU build it always is for a graph with a conv
+    (``GraphLowering.decide_layout_opt``); that clones every 4-D weight not already
+    channels-last (a 1x1 or single-input-channel kernel is both layouts at once).
+    """
+    import torch
+    import torch._inductor.config as inductor_config
+
+    if not inductor_config.layout_optimization or weight.dim() != 4:
+        return False
+    mkldnn = torch.backends.mkldnn
+    optimized = inductor_config.force_layout_optimization or (
+        mkldnn.enabled and mkldnn.is_available()  # type: ignore[no-untyped-call]
+    )
+    return bool(optimized) and not weight.is_contiguous(memory_format=torch.channels_last)
 
 
 def frozen_constants(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:

@@ -46,11 +46,15 @@ class CompileContext:
         """The real value of ``node`` if freezing makes it a constant (a weight)."""
         return self.constants.get(node) if isinstance(node, Node) else None
 
-    def record(self, pattern: str, counter: str | None = None, nodes: int = 0) -> None:
-        """One rewrite: a ``report()`` entry and, when torch's copy has one, its counters."""
+    def record(
+        self, pattern: str, counter: str | None = None, nodes: int = 0, match: Any = None
+    ) -> None:
+        """One rewrite: a ``report()`` entry and, when torch's copy has one, its counters
+        (``nodes``: what torch's pattern for it matches; ``match``: our pattern pass's
+        match, when the rewrite is a handler of one)."""
         self.lowered[pattern] += 1
         if counter is not None:
-            bump(counter, nodes)
+            bump(counter, nodes, None if match is None else len(match.nodes))
 
     def decline(self, node: Node, reason: str) -> bool:
         """Remember why ``node`` was not rewritten; returns False for use in extra checks."""

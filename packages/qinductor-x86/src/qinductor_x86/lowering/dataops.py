@@ -131,5 +131,5 @@ def _replace(match: Any, target: Any, new_args: tuple[Any, ...], name: str, fami
         on_codes = ctx.call(target, new_args)
     quant.replace_all_uses_with(on_codes)
     match.erase_nodes()
-    ctx.record(f"{name} on int8 codes ({val(on_codes).dtype})", family, len(match.nodes))
+    ctx.record(f"{name} on int8 codes ({val(on_codes).dtype})", family, len(match.nodes), match)
 

@@ -68,7 +68,7 @@ class Lower(_Pass):
             return
         record = pipeline.lower(graph, target())
         self.owner.add_graph(record)
-        if record.int8_kernels == 0:
+        if record.int8_kernels == 0 and record.left_in_float:  # (fp16-only: no q/dq)
             reasons = sorted({node.reason for node in record.left_in_float})
             warnings.warn(
                 "qinductor-x86: a quantized graph compiled to zero oneDNN int8 kernels; "

@@ -21,6 +21,7 @@ from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import (
     dataops,
     floatweights,
+    fp16,
     ops,
     postops,
     prepack,
@@ -35,6 +36,7 @@ from qinductor_x86.lowering.report import GraphRecord, everything_in_float, left
 #: grows, and data movement on codes needs the quantizes fusion leaves.
 FAMILIES: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("weight prepack", prepack.register),
+    ("fp16 dynamic linear", fp16.register),
     ("post-op fusion", postops.register),
     ("int8 data movement", dataops.register),
     ("int8 weight-only linear", woq.register),
@@ -59,9 +61,12 @@ def pattern_passes() -> tuple[Any, ...]:
 
 
 def is_quantized(graph: Graph) -> bool:
-    """Whether ``graph`` holds anything this lowering handles: a quantize/dequantize, or an
-    int8 tensor cast to float (a weight-only quantized linear)."""
-    return any(node.target in ops.Q_DQ or _int8_cast(node) for node in graph.nodes)
+    """Whether ``graph`` holds anything this lowering handles: a quantize/dequantize, an
+    int8 tensor cast to float (a weight-only quantized linear), or a weight kept in fp16."""
+    return any(
+        node.target in ops.Q_DQ or _int8_cast(node) or fp16.holds_fp16_weight(node)
+        for node in graph.nodes
+    )
 
 
 def _int8_cast(node: Any) -> bool:
@@ -92,6 +97,7 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
             pattern_pass.apply(graph)
         floatweights.fold(context)  # what no family lowered: no other pass may take it
     graph.eliminate_dead_code()
+    private.restore_views(gm)
     graph.lint()
     kernels = sum(n.target in ops.INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)
     return GraphRecord(context.lowered, left_in_float(graph, context.declined), kernels)

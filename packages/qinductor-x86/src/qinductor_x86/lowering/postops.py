@@ -244,7 +244,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         arity = "binary" if isinstance(row.post, Binary) else "unary"
         family = f"q{kind}{'2d' if (kind, arity) == ('conv', 'binary') else ''}_{arity}_matcher"
         dtype = "int8" if row.quantized_output else "float"
-        ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced))
+        ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced), match)
 
     return rewrite
 

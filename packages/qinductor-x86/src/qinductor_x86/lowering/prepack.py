@@ -165,6 +165,7 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
         assert weight is not None
         verdict = saturation.judge(weight, int(kwargs["x_qmax"]), ctx.target)
         dtype = val(out).dtype
+        torch_nodes = len(match.nodes) + _freezing_clone(form, compute)
         with ctx.graph.inserting_before(out):
             result = _kernel(
                 ctx, form, dynamic, compute, kwargs, dtype=dtype, doubled=verdict.double
@@ -178,7 +179,12 @@ def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
         out.replace_all_uses_with(result)
         match.erase_nodes()
         precision = "int8-mixed-bf16" if dtype == torch.bfloat16 else "int8-mixed-fp32"
-        ctx.record(f"{form.name} weight prepack ({precision})", family, len(match.nodes))
+        ctx.record(
+            f"{form.name} weight prepack ({precision})",
+            family,
+            torch_nodes,
+            match,
+        )
 
     return rewrite
 
@@ -223,6 +229,13 @@ def _kernel(
         return ctx.call(ops.QCONV, (*head, kwargs.get("b"), *conv_args, *tail))
     target = ops.QLINEAR_TENSOR if dynamic else ops.QLINEAR
     return ctx.call(target, (*head, kwargs.get("b"), *tail))
+
+
+def _freezing_clone(form: Form, compute: Node) -> int:
+    """1 when torch's pattern would also have matched the channels-last clone freezing
+    puts on this conv's weight (this lowering runs before freezing adds it)."""
+    weight = val(compute.args[1]) if form.kind == "conv" else None
+    return int(weight is not None and private.freezing_clones_conv_weight(weight))
 
 
 def _int32_zero_points(ctx: CompileContext, w_zp: Any) -> Any:

@@ -75,4 +75,4 @@ def _rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
         result = ctx.call(ops.aten.reshape.default, (mm, [*x_shape[:-1], val(w).shape[0]]))
     out.replace_all_uses_with(result)
     match.erase_nodes()
-    ctx.record("int8 weight-only linear", "woq_matcher", len(match.nodes))
+    ctx.record("int8 weight-only linear", "woq_matcher", len(match.nodes), match)
