@@ -11,47 +11,71 @@ doubled reduction under the lowering.
 
 Needs torchao and the x86 package's test helpers (``packages/qinductor-x86/tests``).
 """
+
+from __future__ import annotations
+
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "packages/qinductor-x86/tests"))
-import torch
-torch.set_num_threads(1)
-import qcore, qcore.host
-import qcore.pt2e_ranges as pr
-from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture_cases
-from qinductor_x86 import config
+
 import lowering_zoo as zoo
+import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-def ours(rule):
-    config._default_config.cache_clear()
-    config._weight_observer = lambda q, d: pr.weight_observer_ctr(rule=rule, eps=config.EPS)
-    return qcore.get_quantizer("x86")
+import qcore
+import qcore.host
+import qcore.pt2e_ranges
+from qcore.metrics import sqnr
+from qcore.saturation import INT16_MAX, worst_case_pair_sum
+from qcore.testing.architectures import architecture_cases
+from qcore.testing.models import ModelCase
 
-def run(case, quantizer):
-    model = case.model(); ex = case.inputs(0)
-    gm = torch.export.export(model, ex).module()
-    prepared = prepare_pt2e(gm, quantizer)
+BUDGETS = (0.5, 1.0)
+
+
+def ours(rule: qcore.pt2e_ranges.RangeRule) -> Any:
+    return qcore.get_quantizer("x86", weight_rule=rule)
+
+
+def measure(case: ModelCase, quantizer: Any) -> tuple[float, str]:
+    """(SQNR in dB, "layers that can overflow / weighted layers")."""
+    model = case.model()
+    prepared = prepare_pt2e(torch.export.export(model, case.inputs(0)).module(), quantizer)
     with torch.no_grad():
-        for b in range(1, 4): prepared(*case.inputs(b))
-        conv = convert_pt2e(prepared)
-        held = case.inputs(50)
-        from qcore.saturation import worst_case_pair_sum
-        dq = torch.ops.quantized_decomposed.dequantize_per_channel.default
-        ws = [conv.get_buffer(str(n.args[0].target)) for n in conv.graph.nodes if n.target is dq]
-        deep = sum(worst_case_pair_sum(w, act_max=255) > 32767 for w in ws)
-        return round(sqnr(model(*held), conv(*held)), 2), f"{deep}/{len(ws)}"
+        for batch in range(1, 4):
+            prepared(*case.inputs(batch))
+        converted = convert_pt2e(prepared)
+        held_out = case.inputs(50)
+        error = sqnr(model(*held_out), converted(*held_out))
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
+    weights = [
+        converted.get_buffer(str(n.args[0].target))
+        for n in converted.graph.nodes
+        if n.target is dequantize
+    ]
+    deep = sum(worst_case_pair_sum(w, act_max=255) > INT16_MAX for w in weights)
+    return round(error, 2), f"{deep}/{len(weights)}"
 
-names = sys.argv[1:]
-with qcore.host.targeting("avx2"):
-    for case in architecture_cases():
-        if names and case.name not in names: continue
-        t = time.time()
-        row = {"torchao": run(case, zoo.torchao_quantizer())}
-        row["never_overflow"] = run(case, ours("never_overflow"))
-        for budget in (0.5, 1.0):
-            pr.PER_LAYER_BUDGET_DB = budget
-            row[f"per_layer@{budget}"] = run(case, ours("per_layer"))
-        print(case.name, row, f"{time.time()-t:.0f}s", flush=True)
+
+def main(names: list[str]) -> None:
+    torch.set_num_threads(1)
+    with qcore.host.targeting("avx2"):
+        for case in architecture_cases():
+            if names and case.name not in names:
+                continue
+            start = time.time()
+            row = {"torchao": measure(case, zoo.torchao_quantizer())}
+            row["never_overflow"] = measure(case, ours("never_overflow"))
+            default = qcore.pt2e_ranges.PER_LAYER_BUDGET_DB
+            for budget in BUDGETS:
+                qcore.pt2e_ranges.PER_LAYER_BUDGET_DB = budget
+                row[f"per_layer@{budget}"] = measure(case, ours("per_layer"))
+            qcore.pt2e_ranges.PER_LAYER_BUDGET_DB = default
+            print(case.name, row, f"{time.time() - start:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
