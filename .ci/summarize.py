@@ -16,6 +16,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ENV_LINE = re.compile(r"^\s*([\w.-]+): (OK|FAIL) \S+ in (.+?)\s*$", re.M)
+# tox's closing report: "  x86: FAIL code 1 (755.34=setup[0.02]+cmd[755.32] seconds)"
+REPORT_LINE = re.compile(r"^\s+([\w.-]+): (OK|FAIL)[^(\n]*\(([\d.]+)=", re.M)
 # "exit -11 (76.60 seconds) /path> python -m pytest ... --junitxml=.../results/NAME.xml"
 CRASH_LINE = re.compile(r"exit (-\d+) .*?results/([\w.-]+)\.xml")
 # faulthandler's stack: the innermost frame in a test module names the test
@@ -32,6 +34,7 @@ def seconds(text: str) -> float:
 def main(results: Path, log_path: Path | None) -> int:
     log = log_path.read_text(errors="replace") if log_path and log_path.exists() else ""
     walls = {name: (status, seconds(t)) for name, status, t in ENV_LINE.findall(log)}
+    walls |= {name: (status, float(t)) for name, status, t in REPORT_LINE.findall(log)}
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     reports = {p.stem: p for p in sorted(results.glob("*.xml"))}
     rows = []

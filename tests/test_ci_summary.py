@@ -25,6 +25,7 @@ Current thread 0x00007fd731402b80 (most recent call first):
 
 Extension modules: torch._C (total: 1)
 onednn: FAIL ✖ in 2 minutes 1.63 seconds
+  demo: OK (149.83=setup[61.37]+cmd[88.46] seconds)
 """
 
 
@@ -39,5 +40,5 @@ def test_summary_names_the_crashed_test_times_and_counts(tmp_path: Path) -> None
     assert "test_fx_native.py:84 test_engine" in out
     assert "CRASH onednn" in out
     assert "test_slow 9s, test_mid 2s, test_fast" in out
-    assert "96s" in out and "122s" in out  # wall times, setup included
+    assert "96s" in out and "122s" in out and "150s" in out  # wall times, setup included
     assert out.splitlines()[-1] == "tests: 2 passed, 2 failed, 1 skipped"

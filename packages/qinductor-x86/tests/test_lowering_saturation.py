@@ -88,12 +88,15 @@ def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(tar
         assert doubled == 0
 
 
-def test_our_quantizer_for_a_saturating_target_leaves_nothing_to_split() -> None:
-    """The x86 quantizer quantizes for a CPU without VNNI with weights that no input can
-    overflow, so the lowering keeps every op on its plain reduction and stays exact."""
+def test_never_overflow_weights_leave_nothing_to_double() -> None:
+    """With ``weight_rule="never_overflow"`` the x86 quantizer quantizes for a CPU without
+    VNNI with weights that no input can overflow, so the lowering keeps every op on its
+    plain reduction and stays exact (the default rule is checked on real architectures in
+    test_architecture_accuracy.py)."""
     model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
     with qcore.host.targeting("avx2"):
-        converted = zoo.quantize(model, inputs, "x86")
+        quantizer = qcore.get_quantizer("x86", weight_rule="never_overflow")
+        converted = zoo.quantize(model, inputs, quantizer)
     dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
     weights = [
         converted.get_buffer(str(n.args[0].target))
