@@ -22,6 +22,9 @@ from qinductor_x86 import quantizer as ours
 # imported the way users do (this registers torchao's Inductor passes; nothing here lowers)
 REF = torchao_reference.load_with_side_effects()
 CASES = [(m, c) for m in pm.MODELS for c in pm.CONFIGS]
+#: Converted outputs: QAT on one conv-bn model (each QAT conv-bn prepare costs ~35 s in
+#: torchao's pattern rewrite; annotations are compared on every model above)
+OUTPUT_CASES = [(m, c) for m, c in CASES if c != "qat" or m in ("resnet", "mlp", "transformer")]
 TARGET = "avx512_vnni"
 
 
@@ -36,7 +39,7 @@ def test_annotations_identical(model: str, config: str) -> None:
     assert pm.annotate_with(ours, model, config) == pm.annotate_with(REF, model, config)
 
 
-@pytest.mark.parametrize(("model", "config"), CASES)
+@pytest.mark.parametrize(("model", "config"), OUTPUT_CASES)
 def test_converted_outputs_bit_identical(model: str, config: str) -> None:
     # QAT: one training-mode pass already moves every fake quant (and each costs ~20 s)
     batches = 1 if config == "qat" else 4
