@@ -72,7 +72,7 @@ def _check(match: Any) -> bool:
     x = val(match.kwargs["x"])
     if x is None or x.dtype != torch.float32 or ctx.constant(match.kwargs["w"]) is None:
         return False
-    return prepack._linear_layout_ok(match, x, match.kwargs)
+    return prepack.linear_layout_ok(match, x, match.kwargs)
 
 
 def _rewriter(form: prepack.Form, relu: bool) -> Callable[..., None]:
@@ -82,8 +82,7 @@ def _rewriter(form: prepack.Form, relu: bool) -> Callable[..., None]:
         weight = ctx.constant(kwargs["w"])
         assert weight is not None
         x = kwargs["x"]
-        shape = val(x).shape
-        x_shape = None if any(not isinstance(s, int) for s in shape) else list(shape)
+        x_shape = prepack.static_shape(val(x))
         packed = torch.ops.onednn.linear_prepack_fp16(weight, x_shape)
         with ctx.graph.inserting_before(out):
             packed_node = ctx.constant_node("_qinductor_x86_packed_fp16", packed)

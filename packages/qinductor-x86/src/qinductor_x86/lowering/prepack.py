@@ -131,14 +131,14 @@ def _checker(form: Form) -> Callable[[Any], bool]:
             if ctx.constant(kwargs["w_scale"]) is None:
                 return ctx.decline(compute, "its weight scales are not frozen constants")
             return True
-        return _linear_layout_ok(match, x, kwargs) or ctx.decline(
+        return linear_layout_ok(match, x, kwargs) or ctx.decline(
             compute, "its weight is not used as a plain transposed matrix"
         )
 
     return check
 
 
-def _linear_layout_ok(match: Any, x: torch.Tensor, kwargs: dict[str, Any]) -> bool:
+def linear_layout_ok(match: Any, x: torch.Tensor, kwargs: dict[str, Any]) -> bool:
     """The wildcard sizes are what a linear layer produces: ``w.t()``, and for the bmm
     form an activation expand that is the identity and a weight broadcast over batches."""
     permute = _first(match, (ops.aten.permute.default,))
@@ -204,7 +204,7 @@ def _kernel(
     weight = ctx.constant(kwargs["w"])
     assert weight is not None
     x = kwargs["x"]
-    x_shape = None if _symbolic(val(x).shape) else list(val(x).shape)
+    x_shape = static_shape(val(x))
     if doubled:
         # conv: input channels (dim 1); linear: the last dim, at any rank
         dim = 1 if form.kind == "conv" else val(x).dim() - 1
@@ -247,5 +247,7 @@ def _int32_zero_points(ctx: CompileContext, w_zp: Any) -> Any:
     return w_zp
 
 
-def _symbolic(shape: Any) -> bool:
-    return any(not isinstance(s, int) for s in shape)
+def static_shape(value: torch.Tensor) -> list[int] | None:
+    """The activation shape a prepack may specialize on: None when a size is symbolic."""
+    shape = value.shape
+    return None if any(not isinstance(s, int) for s in shape) else [int(s) for s in shape]
