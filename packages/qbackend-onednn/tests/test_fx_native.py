@@ -105,6 +105,8 @@ def test_torchs_convert_fails_under_torchs_default_engine() -> None:
         assert outcome.raised("RuntimeError") and "Didn't find engine" in outcome.stderr, (
             outcome.describe()
         )
+    else:  # a crash in the kernel, not a kill from outside (a timeout, the OOM killer)
+        assert outcome.signal in {"SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL"}, outcome.describe()
 
 
 def test_runs_under_torchs_default_engine_and_leaves_it_alone() -> None:
