@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qcore.testing.readme import NOT_RUN_MARKER, CodeBlock, code_blocks
+from qcore.testing.readme import CodeBlock, code_blocks
 
 GUIDE = Path(__file__).parents[1] / "docs" / "write-a-backend.md"
 DISTRIBUTION = "qbackend-mychip"
@@ -59,7 +59,7 @@ def guide_script(markdown: str) -> tuple[str, list[str], list[str]]:
                 f'mkdir -p "$(dirname {shlex.quote(path)})"\n'
                 f"cat > {shlex.quote(path)} <<'{_END}'\n{block.code}{_END}\n"
             )
-        elif block.language == "bash" and block.caption != NOT_RUN_MARKER:
+        elif block.language == "bash" and not block.marked_not_run:
             commands += [line.strip() for line in block.code.splitlines() if line.strip()]
             parts.append(f"echo '### docs/write-a-backend.md line {block.line}'\n{block.code}")
     return "\n".join(parts), files, commands

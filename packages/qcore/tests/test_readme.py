@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from qcore.testing.readme import assert_readme_runs, code_blocks, python_blocks, run_blocks
+from qcore.testing.readme import (
+    assert_readme_runs,
+    code_blocks,
+    python_blocks,
+    run_blocks,
+    unexplained_skips,
+)
 
 README = Path(__file__).parents[1] / "README.md"
 
@@ -23,12 +29,13 @@ x = 40
 
 Needs a model you bring:
 
-<!-- not-run -->
+<!-- not-run: needs a model you bring -->
 ```python
 quantize(model)
 ```
 
-```python no-run
+<!--   not-run :   takes minutes   -->
+```python
 raise RuntimeError("never runs")
 ```
 
@@ -54,7 +61,8 @@ def test_blocks_are_found_with_their_language_line_and_caption() -> None:
                                             "python"]
     assert blocks[0].code == "pip install thing\n"
     assert blocks[1].line == SAMPLE.splitlines().index("x = 40") + 1
-    assert blocks[2].caption == "<!-- not-run -->"
+    assert blocks[2].not_run_reason == "needs a model you bring"
+    assert blocks[3].not_run_reason == "takes minutes"
     assert "nested = " in blocks[4].code
     assert [b.runs for b in blocks] == [False, True, False, False, False, True]
 
@@ -77,6 +85,15 @@ def test_a_failing_block_fails_with_the_readme_line(tmp_path: Path) -> None:
 
 def test_a_readme_with_nothing_to_run_fails(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
-    readme.write_text("# Nothing\n\n<!-- not-run -->\n```python\nimport nothing\n```\n")
+    readme.write_text("# Nothing\n\n<!-- not-run: no -->\n```python\nimport nothing\n```\n")
     with pytest.raises(AssertionError, match="no Python block to run"):
+        assert_readme_runs(readme)
+
+
+@pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!-- not-run:   -->"])
+def test_a_skip_without_a_reason_fails(tmp_path: Path, marker: str) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"```python\nx = 1\n```\n\n{marker}\n```python\nimport nothing\n```\n")
+    assert unexplained_skips(readme) == [f"{readme}:6"]
+    with pytest.raises(AssertionError, match=r"without a reason.*README\.md:6"):
         assert_readme_runs(readme)

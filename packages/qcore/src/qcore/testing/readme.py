@@ -2,9 +2,9 @@
 
 Every fenced block whose info string starts with ``python`` runs, in order, in one
 namespace (a later block may use names an earlier one defined), in a fresh interpreter,
-as a reader pasting them into a new session would. A block is skipped when its info string
-says ``python no-run`` or the line before its fence is ``<!-- not-run -->``: for
-fragments that need a model the reader brings, or that take minutes.
+as a reader pasting them into a new session would. A block is skipped only when the line
+before its fence says why: ``<!-- not-run: needs a model the reader brings -->``. A marker
+without a reason fails the run, so every skipped example says why it is not checked.
 
 A plugin's test suite can check its own README the same way::
 
@@ -26,10 +26,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The line before a fence that keeps a Python block from running.
-NOT_RUN_MARKER = "<!-- not-run -->"
-#: The info-string word that does the same.
-NO_RUN_WORD = "no-run"
+#: The line before a fence that keeps a Python block from running, with the reason.
+NOT_RUN_MARKER = "<!-- not-run: why -->"
+_MARKED = re.compile(r"^<!--\s*not-run\b")
+_REASON = re.compile(r"^<!--\s*not-run\s*:\s*(?P<reason>\S.*?)\s*-->$")
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 
@@ -38,7 +38,7 @@ _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$"
 class CodeBlock:
     """One fenced block of a Markdown file."""
 
-    #: The info string after the fence (``python``, ``bash``, ``python no-run``).
+    #: The info string after the fence (``python``, ``bash``, ...).
     info: str
     #: The block's text, ending with a newline.
     code: str
@@ -52,14 +52,19 @@ class CodeBlock:
         return self.info.split()[0] if self.info.split() else ""
 
     @property
+    def marked_not_run(self) -> bool:
+        return _MARKED.match(self.caption) is not None
+
+    @property
+    def not_run_reason(self) -> str | None:
+        """Why the block is not run, when its marker gives a reason."""
+        found = _REASON.match(self.caption)
+        return found["reason"] if found else None
+
+    @property
     def runs(self) -> bool:
         """A Python block that is not marked to be skipped."""
-        words = self.info.split()
-        return (
-            self.language == "python"
-            and NO_RUN_WORD not in words[1:]
-            and self.caption != NOT_RUN_MARKER
-        )
+        return self.language == "python" and not self.marked_not_run
 
 
 def code_blocks(markdown: str) -> list[CodeBlock]:
@@ -105,6 +110,16 @@ def python_blocks(path: Path) -> list[CodeBlock]:
     return [b for b in code_blocks(path.read_text(encoding="utf-8")) if b.runs]
 
 
+def unexplained_skips(path: Path) -> list[str]:
+    """The Python blocks of ``path`` marked not-run without a reason, as ``file:line`` of
+    their opening fence."""
+    return [
+        f"{path}:{b.line - 1}"
+        for b in code_blocks(path.read_text(encoding="utf-8"))
+        if b.language == "python" and b.marked_not_run and b.not_run_reason is None
+    ]
+
+
 def run_blocks(path: Path) -> int:
     """Run the Python blocks of ``path`` here, in order, in one namespace; return how many
     ran. An exception propagates, with the README's file name and line numbers in its
@@ -120,9 +135,15 @@ def run_blocks(path: Path) -> int:
 
 def assert_readme_runs(path: Path, *, timeout: float = 600) -> int:
     """Run the Python blocks of ``path`` in a fresh interpreter, in a temporary folder;
-    raise ``AssertionError`` with the traceback if one fails, or if none would run.
-    Return how many ran."""
+    raise ``AssertionError`` with the traceback if one fails, if none would run, or if a
+    block is skipped without a reason. Return how many ran."""
     path = Path(path).resolve()
+    unexplained = unexplained_skips(path)
+    if unexplained:
+        raise AssertionError(
+            f"Python blocks marked not-run without a reason ('<!-- not-run: why -->'): "
+            f"{', '.join(unexplained)}"
+        )
     count = len(python_blocks(path))
     if count == 0:
         raise AssertionError(f"{path}: no Python block to run (all absent or marked not-run)")
