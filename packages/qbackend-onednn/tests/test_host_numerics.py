@@ -47,10 +47,11 @@ def _ours(model_case: ModelCase) -> torch.nn.Module:
     return qcore.fx.quantize(model_case.model(), "onednn", model_case.calibration_batches())
 
 
-@pytest.mark.skipif(not SATURATES, reason="this CPU has VNNI or AMX: oneDNN int8 is exact")
-def test_full_range_saturates_on_this_host() -> None:
-    """torch's own mapping on this host: the int8 kernels are far from the exact int8
-    arithmetic of the reference representation, which is what the rule is for."""
+def test_full_range_saturates_exactly_where_the_host_does() -> None:
+    """torch's own mapping on this host: without VNNI the int8 kernels are far from the
+    exact int8 arithmetic of the reference representation, which is what the rule is for;
+    with VNNI they are that arithmetic. (The avx2-kernels env runs this with oneDNN capped
+    at AVX2 on VNNI hosts, so CI sees both answers.)"""
     linear = case("linear")
     config = qcore.get_backend_config("onednn")
     prepared = prepare_fx(linear.model(), get_default_qconfig_mapping("onednn"),
@@ -61,7 +62,11 @@ def test_full_range_saturates_on_this_host() -> None:
     exact = convert_to_reference_fx(copy.deepcopy(prepared), backend_config=config)
     native = convert_fx(prepared, backend_config=config)
     float_out = run(linear.model(), linear)
-    assert sqnr(float_out, run(exact, linear)) > sqnr(float_out, run(native, linear)) + 10
+    exact_db, native_db = sqnr(float_out, run(exact, linear)), sqnr(float_out, run(native, linear))
+    if SATURATES:
+        assert exact_db > native_db + 10, f"exact {exact_db:.1f} dB, native {native_db:.1f} dB"
+    else:
+        assert abs(exact_db - native_db) < 1, f"exact {exact_db:.1f} dB, native {native_db:.1f} dB"
 
 
 @pytest.mark.parametrize("model_case", CASES, ids=lambda c: c.name)
