@@ -209,7 +209,6 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
     if threads:
         torch.set_num_threads(threads)
     import qcore
-    import qcore.host
     from qcore.metrics import sqnr
 
     inductor_config.freezing = True

@@ -26,17 +26,16 @@ import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
-import qcore.host
-import qcore.pt2e_ranges
+import qcore.int8.pt2e_ranges
+from qcore.int8.saturation import INT16_MAX, worst_case_pair_sum
 from qcore.metrics import sqnr
-from qcore.saturation import INT16_MAX, worst_case_pair_sum
 from qcore.testing.architectures import architecture_cases
 from qcore.testing.models import ModelCase
 
 BUDGETS = (0.5, 1.0)
 
 
-def ours(rule: qcore.pt2e_ranges.RangeRule) -> Any:
+def ours(rule: qcore.int8.pt2e_ranges.RangeRule) -> Any:
     return qcore.get_quantizer("x86", weight_rule=rule)
 
 
@@ -69,11 +68,11 @@ def main(names: list[str]) -> None:
             start = time.time()
             row = {"torchao": measure(case, zoo.torchao_quantizer())}
             row["never_overflow"] = measure(case, ours("never_overflow"))
-            default = qcore.pt2e_ranges.PER_LAYER_BUDGET_DB
+            default = qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB
             for budget in BUDGETS:
-                qcore.pt2e_ranges.PER_LAYER_BUDGET_DB = budget
+                qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB = budget
                 row[f"per_layer@{budget}"] = measure(case, ours("per_layer"))
-            qcore.pt2e_ranges.PER_LAYER_BUDGET_DB = default
+            qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB = default
             print(case.name, row, f"{time.time() - start:.0f}s", flush=True)
 
 

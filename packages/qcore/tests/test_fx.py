@@ -26,7 +26,7 @@ IMPL = '''
 import torch.ao.quantization.backend_config.utils
 from torch.ao.quantization import get_default_qconfig_mapping
 from torch.ao.quantization.backend_config import get_onednn_backend_config
-from qcore.weight_ranges import fit_qconfig_mapping
+from qcore.int8.weight_ranges import fit_qconfig_mapping
 
 def config():
     return get_onednn_backend_config()

@@ -1,4 +1,4 @@
-"""qcore.pt2e_ranges: per-channel weight ranges for PT2E quantizers on saturating CPUs.
+"""qcore.int8.pt2e_ranges: per-channel weight ranges for PT2E quantizers on saturating CPUs.
 
 A small registry quantizer with uint8 activations (the x86 quantizer's kind) runs
 torchao's own ``prepare_pt2e`` / ``convert_pt2e``; the weights it produces are checked
@@ -19,8 +19,8 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
-from qcore.saturation import (
+from qcore.int8.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
+from qcore.int8.saturation import (
     INT16_MAX,
     SAFE_HALF_RANGE,
     never_overflow_half_ranges,

@@ -1,4 +1,4 @@
-"""qcore.saturation: the emulated non-VNNI arithmetic and the per-channel range choice.
+"""qcore.int8.saturation: the emulated non-VNNI arithmetic and the per-channel range choice.
 
 Checked against independent references: a plain-Python pairwise int16 accumulation,
 torch's own convolutions, and, on a host without VNNI, oneDNN's int8 kernels themselves.
@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from qcore import host
-from qcore.metrics import sqnr
-from qcore.saturation import (
+from qcore.int8.saturation import (
     INT16_MAX,
     SAFE_HALF_RANGE,
     Geometry,
@@ -26,6 +25,7 @@ from qcore.saturation import (
     weight_codes,
     worst_case_pair_sum,
 )
+from qcore.metrics import sqnr
 from qcore.testing.engine import quantized_engine
 
 

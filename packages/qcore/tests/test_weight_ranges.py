@@ -1,4 +1,4 @@
-"""qcore.weight_ranges: target-aware weight observers and mappings that use them."""
+"""qcore.int8.weight_ranges: target-aware weight observers and mappings that use them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from torch.ao.quantization import (
 from torch.ao.quantization.qconfig import qconfig_equals
 
 from qcore import host
-from qcore.saturation import RangeChoice
-from qcore.weight_ranges import (
+from qcore.int8.saturation import RangeChoice
+from qcore.int8.weight_ranges import (
     SAFE_QRANGE,
     TargetWeightObserver,
     applying,

@@ -30,7 +30,7 @@ from torch._inductor import config as inductor_config
 from torch._inductor.utils import run_and_get_code
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-import qcore.host
+import qcore
 from qcore.metrics import sqnr
 from qinductor_x86 import quantizer as ours
 

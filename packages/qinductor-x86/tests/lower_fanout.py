@@ -32,7 +32,6 @@ from test_lowering_saturation import brute_force_worst_pair
 from torch import nn
 
 import qcore
-import qcore.host
 
 TARGETS = ("avx2", "avx512_vnni")
 KERNEL = "torch.ops.onednn.q"

@@ -31,7 +31,6 @@ import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
-import qcore.host
 from qcore.metrics import sqnr
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)

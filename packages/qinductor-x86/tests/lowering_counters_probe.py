@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import qcore
-import qcore.host
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,

@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE))
 import parity_models  # noqa: E402
 import torchao_reference  # noqa: E402
 
-import qcore.host  # noqa: E402
+import qcore  # noqa: E402
 
 TARGET = "avx512_vnni"
 

@@ -17,7 +17,6 @@ import pytest
 import torch
 
 import qcore
-import qcore.host
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 

@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 import qcore
-import qcore.host
 from qinductor_x86.lowering import saturation
 
 INT16_MAX = 32767

@@ -29,7 +29,6 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import qcore
-import qcore.host
 from qcore.metrics import sqnr
 from qinductor_x86.lowering import floatweights, signed
 from qinductor_x86.lowering.context import CompileContext

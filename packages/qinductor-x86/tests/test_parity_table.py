@@ -10,7 +10,7 @@ from typing import Any
 import parity_models as pm
 import pytest
 
-import qcore.host
+import qcore
 from qinductor_x86 import quantizer as ours
 
 TABLE: dict[str, Any] = json.loads(

@@ -14,7 +14,6 @@ from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
-import qcore.host
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (

@@ -19,7 +19,7 @@ import pytest
 import torch
 import torchao_reference
 
-import qcore.host
+import qcore
 from qinductor_x86 import quantizer as ours
 
 REF = torchao_reference.load()

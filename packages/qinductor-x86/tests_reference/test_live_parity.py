@@ -16,7 +16,7 @@ import torch
 import torchao_reference
 from torch import nn
 
-import qcore.host
+import qcore
 from qinductor_x86 import quantizer as ours
 
 # imported the way users do (this registers torchao's Inductor passes; nothing here lowers)

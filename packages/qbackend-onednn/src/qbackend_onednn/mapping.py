@@ -31,7 +31,7 @@ torch's and changes only what is needed for the flow to run:
 3. **Weight ranges fit the target CPU.** On a CPU without VNNI (``qcore.host.target()``)
    oneDNN's int8 kernels add neighbouring products in saturating 16-bit lanes, and
    torch's full-range weights overflow them (torch only warns). There the weight
-   observers come from :func:`qcore.weight_ranges.fit_qconfig_mapping`: safe 7-bit
+   observers come from :func:`qcore.int8.weight_ranges.fit_qconfig_mapping`: safe 7-bit
    weights by default, full range for each layer where ``qcore.fx.convert`` finds on the
    calibration data that full range is at least as accurate under the target's
    arithmetic; QAT trains with the safe range. On VNNI and AMX targets nothing changes.
@@ -67,7 +67,7 @@ from torch.ao.quantization.backend_config import BackendConfig
 from torch.ao.quantization.qconfig import QConfigAny, qconfig_equals
 
 from qcore import get_backend_config
-from qcore.weight_ranges import fit_qconfig_mapping
+from qcore.int8.weight_ranges import fit_qconfig_mapping
 
 __all__ = [
     "CONV_TRANSPOSE_OPS",

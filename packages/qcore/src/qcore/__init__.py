@@ -33,12 +33,21 @@ __all__ = [
     "list_plugins",
 ]
 
-#: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``);
-#: each imports torch, so none is imported until used.
-_LAZY_SUBMODULES = frozenset({"fx", "host", "metrics", "saturation", "testing", "weight_ranges"})
+#: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``,
+#: ``qcore.host.target()``), by the module each name stands for; each imports torch or
+#: reads the CPU, so none is imported until used.
+_LAZY_SUBMODULES = {
+    "fx": "qcore.fx",
+    "metrics": "qcore.metrics",
+    "testing": "qcore.testing",
+    "int8": "qcore.int8",
+    "host": "qcore.int8.host",
+    "saturation": "qcore.int8.saturation",
+    "weight_ranges": "qcore.int8.weight_ranges",
+}
 
 
 def __getattr__(name: str) -> ModuleType:
     if name in _LAZY_SUBMODULES:
-        return importlib.import_module(f"qcore.{name}")
+        return importlib.import_module(_LAZY_SUBMODULES[name])
     raise AttributeError(f"module 'qcore' has no attribute {name!r}")

@@ -107,7 +107,7 @@ def _disabled(kind: str, name: str) -> bool:
 
 
 def _cmd_host(args: argparse.Namespace) -> int:
-    from qcore.host import probe, target
+    from qcore.int8.host import probe, target
 
     here, chosen = probe(), target()
     entries = [("this CPU", here)]

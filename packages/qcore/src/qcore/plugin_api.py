@@ -68,7 +68,7 @@ class BackendPlugin:
     ``qconfig_mapping(is_qat=..., model=...)`` receives the model when the caller has one,
     for mappings that must see which module types occur (see the oneDNN backend).
     Mappings for oneDNN-style kernels should fit the target CPU
-    (:func:`qcore.weight_ranges.fit_qconfig_mapping`).
+    (:func:`qcore.int8.weight_ranges.fit_qconfig_mapping`).
     """
 
     kind: ClassVar[str] = "backend"

@@ -22,9 +22,9 @@ from torchao.quantization.pt2e import (
 )
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
-import qcore.host
-from qcore.pt2e_ranges import RULES, RangeRule, weight_observer_ctr
-from qcore.weight_ranges import SAFE_QRANGE
+from qcore.int8 import host
+from qcore.int8.pt2e_ranges import RULES, RangeRule, weight_observer_ctr
+from qcore.int8.weight_ranges import SAFE_QRANGE
 
 __all__ = [
     "EPS",
@@ -60,7 +60,7 @@ def get_default_x86_inductor_quantization_config(
     """
     if weight_rule not in RULES:
         raise ValueError(f"weight_rule must be one of {RULES}, got {weight_rule!r}")
-    return _default_config(is_qat, is_dynamic, reduce_range, weight_rule, qcore.host.target().isa)
+    return _default_config(is_qat, is_dynamic, reduce_range, weight_rule, host.target().isa)
 
 
 @functools.lru_cache
@@ -107,7 +107,7 @@ def _weight_range(is_qat: bool) -> tuple[int, int]:
     """int8 [-128, 127], upstream's range; QAT on a CPU without VNNI trains with
     ``qcore``'s safe range instead (a per-layer switch after training would change the
     weights the network learned against)."""
-    if is_qat and qcore.host.target().saturates_u8s8:
+    if is_qat and host.target().saturates_u8s8:
         return SAFE_QRANGE
     return (-128, 127)
 
@@ -119,7 +119,7 @@ def _weight_observer(is_qat: bool, rule: RangeRule) -> Any:
     post-training weights get ``qcore``'s target-aware observer with ``rule``:
 
     * ``per_layer`` (default): per layer, the narrower never-overflow range where it adds
-      at most ``qcore.pt2e_ranges.PER_LAYER_BUDGET_DB`` to the layer's output noise, else
+      at most ``qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB`` to the layer's output noise, else
       torchao's full range. No network loses more than that to torchao's weights; this
       package's lowering runs a layer that can overflow as one kernel of twice the depth,
       exactly. torch's built-in passes would saturate on those layers.

@@ -28,7 +28,7 @@ from torchao.quantization.pt2e.quantizer import (
 
 from qcore.annotation.registry import ANNOTATORS, Annotator
 from qcore.errors import PluginNotFoundError
-from qcore.pt2e_ranges import link_weight_observers
+from qcore.int8.pt2e_ranges import link_weight_observers
 
 NodeFilter = Callable[[Node], bool]
 
@@ -191,7 +191,7 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         self, model: GraphModule, edge_or_node_to_obs_or_fq: dict[Any, Any]
     ) -> None:
         """Link target-aware weight observers to their layers' inputs (see
-        :mod:`qcore.pt2e_ranges`); nothing to do when the quantizer uses none."""
+        :mod:`qcore.int8.pt2e_ranges`); nothing to do when the quantizer uses none."""
         link_weight_observers(model, edge_or_node_to_obs_or_fq)
 
     def explain(self, model: GraphModule) -> list[Any]:

@@ -7,7 +7,7 @@ things to the user that this module does:
   recorded positionally while torch traces (torch's lowering reads positions only and
   crashes or drops arguments otherwise; see :mod:`qcore.fx.normalize`);
 * on a target CPU that saturates int8 (see :mod:`qcore.host`), each layer's weight range
-  is chosen from its calibration inputs (:mod:`qcore.fx.ranges`), so no layer pays for
+  is chosen from its calibration inputs (:mod:`qcore.int8.fx_ranges`), so no layer pays for
   the safe range where full range is as accurate;
 * the backend's own convert: native kernels, or the reference representation for
   backends whose kernels run elsewhere (``BackendPlugin.reference_convert``); a native
@@ -40,14 +40,14 @@ from qcore.api import (
     get_qconfig_mapping,
     uses_reference_convert,
 )
-from qcore.calibration import InputRecorder
 from qcore.engine import quantized_engine
 from qcore.fx.native import copy_summed_inputs, run_under_engine
 from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
-from qcore.fx.ranges import WeightedLayer, choose_ranges, record_inputs
-from qcore.fx.ranges import weighted_layers as find_weighted_layers
-from qcore.saturation import RangeChoice
-from qcore.weight_ranges import applying
+from qcore.int8.calibration import InputRecorder
+from qcore.int8.fx_ranges import WeightedLayer, choose_ranges, record_inputs
+from qcore.int8.fx_ranges import weighted_layers as find_weighted_layers
+from qcore.int8.saturation import RangeChoice
+from qcore.int8.weight_ranges import applying
 
 __all__ = ["WEIGHT_RANGES_META", "convert", "prepare", "quantize", "weight_ranges"]
 
@@ -95,7 +95,7 @@ def prepare(
             model, mapping, _as_tuple(example_inputs), backend_config=config, **prepare_options
         )
     state = _Prepared(backend, is_qat)
-    if not is_qat:  # QAT trains against the safe range; see qcore.weight_ranges
+    if not is_qat:  # QAT trains against the safe range; see qcore.int8.weight_ranges
         state.layers = find_weighted_layers(prepared)
         state.recorders, state.hooks = record_inputs(prepared, state.layers)
     _PREPARED[prepared] = state

@@ -31,7 +31,7 @@ class X86Lowering:
     def install(self) -> None:
         if self.installed:
             return
-        from qcore.host import target
+        from qcore.int8.host import target
         from qinductor_x86 import _torch_private as private
         from qinductor_x86.lowering import hooks, passes
 

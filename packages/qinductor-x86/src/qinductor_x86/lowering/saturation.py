@@ -2,7 +2,7 @@
 
 Without VNNI, oneDNN multiplies uint8 activations by int8 weights with ``vpmaddubsw``: the
 products of neighbouring input channels ``2j`` and ``2j + 1`` (of a group, at one kernel
-tap) are added in a saturating 16-bit lane (see ``qcore.saturation``). Whether an op can
+tap) are added in a saturating 16-bit lane (see ``qcore.int8.saturation``). Whether an op can
 overflow at all follows from its integer weights and the range of its activation codes,
 both known when the graph is frozen, so the decision is made per op, exactly:
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch.fx import Node
 
-from qcore.host import Int8Host
-from qcore.saturation import INT16_MAX, worst_case_pair_sum
+from qcore.int8.host import Int8Host
+from qcore.int8.saturation import INT16_MAX, worst_case_pair_sum
 from qinductor_x86.lowering import ops
 from qinductor_x86.lowering.context import CompileContext, val
 

@@ -1,14 +1,14 @@
 """Per-layer int8 weight ranges for PT2E quantizers whose kernels are oneDNN's.
 
-The PT2E twin of :mod:`qcore.weight_ranges`: a quantizer puts
+The PT2E twin of :mod:`qcore.int8.weight_ranges`: a quantizer puts
 :func:`weight_observer_ctr` in its weight ``QuantizationSpec``. On a target CPU that
 saturates int8 (see :mod:`qcore.host`) that is a :class:`TargetPerChannelWeightObserver`, and
 :meth:`qcore.annotation.quantizer.RegistryQuantizer.prepare_obs_or_fq_callback` links
 each one, through :func:`link_weight_observers`, to the observer of its layer's input,
 which keeps a capped sample of the calibration inputs. ``convert_pt2e`` then asks the
 weight observer for its qparams, and it chooses each channel's range on that sample with
-:func:`qcore.saturation.choose_weight_ranges`, or, with ``rule="never_overflow"``, from
-the weights alone with :func:`qcore.saturation.never_overflow_half_ranges`. Elsewhere
+:func:`qcore.int8.saturation.choose_weight_ranges`, or, with ``rule="never_overflow"``, from
+the weights alone with :func:`qcore.int8.saturation.never_overflow_half_ranges`. Elsewhere
 torchao's own observer is used, so outputs stay identical to upstream's. Importing this
 imports torchao.
 """
@@ -26,9 +26,9 @@ from torch import Tensor, nn
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e import PerChannelMinMaxObserver
 
-from qcore.calibration import InputRecorder
-from qcore.host import target
-from qcore.saturation import (
+from qcore.int8.calibration import InputRecorder
+from qcore.int8.host import target
+from qcore.int8.saturation import (
     SAFE_HALF_RANGE,
     Geometry,
     RangeChoice,
@@ -44,14 +44,14 @@ __all__ = [
     "weight_observer_ctr",
 ]
 
-#: ``calibrated``: :func:`qcore.saturation.choose_weight_ranges` on the calibration inputs
+#: ``calibrated``: :func:`qcore.int8.saturation.choose_weight_ranges` on the calibration inputs
 #: (kernels that saturate silently: keep full range where calibration stays clear).
-#: ``never_overflow``: :func:`qcore.saturation.never_overflow_half_ranges` from the weights
+#: ``never_overflow``: :func:`qcore.int8.saturation.never_overflow_half_ranges` from the weights
 #: alone (kernels that must be exact on every input, and a lowering that would otherwise
 #: run each op that can overflow as a kernel of twice the depth).
 #: ``per_layer``: ``never_overflow`` for a layer where it adds at most
 #: :data:`PER_LAYER_BUDGET_DB` to the layer's output noise (weights' and input's rounding,
-#: :func:`qcore.saturation.range_cost_db`), else the full range: for an exact lowering,
+#: :func:`qcore.int8.saturation.range_cost_db`), else the full range: for an exact lowering,
 #: which runs that layer's kernel at twice the depth, so the network keeps its accuracy.
 RangeRule = Literal["calibrated", "never_overflow", "per_layer"]
 RULES: tuple[RangeRule, ...] = ("calibrated", "never_overflow", "per_layer")

@@ -1,10 +1,10 @@
 """Per-layer weight ranges for an FX-prepared model: record inputs, then choose.
 
-Only layers whose weight observer is a :class:`qcore.weight_ranges.TargetWeightObserver`
+Only layers whose weight observer is a :class:`qcore.int8.weight_ranges.TargetWeightObserver`
 take part: the mapping put one there because the target CPU saturates. For each, the
 float input the layer saw during calibration is sampled (a capped copy, taken by a hook
 on the layer's input observer), and at convert time
-:func:`qcore.saturation.choose_weight_ranges` picks each channel's weight range.
+:func:`qcore.int8.saturation.choose_weight_ranges` picks each channel's weight range.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from torch.ao.quantization.observer import ObserverBase
 from torch.fx import GraphModule, Node
 from torch.utils.hooks import RemovableHandle
 
-from qcore.calibration import InputRecorder
-from qcore.saturation import Geometry, RangeChoice, choose_weight_ranges
-from qcore.weight_ranges import TargetWeightObserver
+from qcore.int8.calibration import InputRecorder
+from qcore.int8.saturation import Geometry, RangeChoice, choose_weight_ranges
+from qcore.int8.weight_ranges import TargetWeightObserver
 
 __all__ = ["WeightedLayer", "choose_ranges", "record_inputs", "weighted_layers"]
 

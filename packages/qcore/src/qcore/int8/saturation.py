@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from qcore.metrics import sqnr
+
 if TYPE_CHECKING:
     import torch
     from torch import Tensor
@@ -367,8 +369,6 @@ def choose_weight_ranges(
     while a slightly narrower range costs a fraction of a bit.
     """
     import torch
-
-    from qcore.metrics import sqnr
 
     scale, zero_point, qmin, qmax = input_qparams
     rows = _rows(inputs.detach().float(), weight, geometry, samples, seed).double()

@@ -7,7 +7,7 @@ target that does not saturate (VNNI, AMX, non-x86) nothing changes. On one that 
 * post-training observers become :class:`TargetWeightObserver`: safe weights
   (:data:`SAFE_QRANGE`) unless a per-layer choice gives each channel its range.
   ``qcore.fx.convert`` (and the x86 quantizer) make those choices on calibration data
-  with :func:`qcore.saturation.choose_weight_ranges` and apply them through
+  with :func:`qcore.int8.saturation.choose_weight_ranges` and apply them through
   :func:`applying`; torch's raw ``convert_fx`` sees no choices and keeps every layer safe;
 * QAT fake-quants train with the safe range (a per-layer switch after training would
   change the very weights the network was trained against).
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.ao.quantization.observer import PerChannelMinMaxObserver
 
-from qcore.host import Int8Host, target
-from qcore.saturation import SAFE_HALF_RANGE, RangeChoice
+from qcore.int8.host import Int8Host, target
+from qcore.int8.saturation import SAFE_HALF_RANGE, RangeChoice
 
 if TYPE_CHECKING:
     from torch.ao.quantization import QConfigMapping

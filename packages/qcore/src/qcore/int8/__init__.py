@@ -1,0 +1,13 @@
+"""What a target CPU does to int8, and which weight ranges to choose for it.
+
+oneDNN's int8 convolutions and matmuls are exact on CPUs with VNNI or AMX, and add
+neighbouring products in a saturating 16-bit lane on the others (AVX2-only and pre-VNNI
+AVX-512). Everything that depends on that fact lives here, and nothing else does:
+:mod:`~qcore.int8.host` names the target CPU (probed, or overridden for a build box),
+:mod:`~qcore.int8.saturation` emulates its arithmetic and scores weight ranges,
+:mod:`~qcore.int8.calibration` keeps the layer inputs those scores need, and the range
+choice reaches each flow through :mod:`~qcore.int8.weight_ranges` (FX qconfig mappings),
+:mod:`~qcore.int8.fx_ranges` (FX-prepared models) and :mod:`~qcore.int8.pt2e_ranges` (PT2E
+quantizers). Importing this package imports nothing else; ``qcore.host`` and
+``qcore.int8.saturation`` stay reachable as attributes of ``qcore``.
+"""
