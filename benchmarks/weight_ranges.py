@@ -41,11 +41,11 @@ from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_f
 
 import qcore
 import qcore.fx
+from qcore.engine import quantized_engine
 from qcore.int8.host import probe, target, targeting
 from qcore.int8.weight_ranges import map_qconfigs
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture, architecture_cases
-from qcore.testing.engine import quantized_engine
 from qcore.testing.models import Inputs, ModelCase
 
 #: Held-out batches: far from the calibration batches (0, 1, ...), 16 images in all.

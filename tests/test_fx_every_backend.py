@@ -8,7 +8,7 @@ import torch
 
 import qcore
 import qcore.fx
-from qcore.testing.engine import quantized_engine
+from qcore.engine import quantized_engine
 from qcore.testing.models import functional_keyword_cases, sqnr
 
 BACKENDS = sorted(p.name for p in qcore.list_plugins() if p.kind == "backend")

@@ -9,7 +9,7 @@ from torch.ao.quantization.backend_config import BackendConfig
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 from torch.fx import GraphModule
 
-from qcore.testing.engine import quantized_engine
+from qcore.engine import quantized_engine
 from qcore.testing.models import ModelCase
 
 

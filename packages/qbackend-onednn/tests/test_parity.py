@@ -28,9 +28,9 @@ from torch.ao.quantization.backend_config import get_onednn_backend_config
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 import qcore
+from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
 from qcore.plugins import DISABLE_ENV, REGISTRY
-from qcore.testing.engine import quantized_engine
 from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.parity import compare_backend_configs
 

@@ -18,8 +18,8 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 import qcore.fx
 from qcore import host
+from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
-from qcore.testing.engine import quantized_engine
 from qcore.testing.fakes import FakeDist
 
 IMPL = '''

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from qcore import host
+from qcore.engine import quantized_engine
 from qcore.int8.saturation import (
     INT16_MAX,
     SAFE_HALF_RANGE,
@@ -26,7 +27,6 @@ from qcore.int8.saturation import (
     worst_case_pair_sum,
 )
 from qcore.metrics import sqnr
-from qcore.testing.engine import quantized_engine
 
 
 def _python_accumulators(x: list[list[int]], w: list[list[int]]) -> list[list[int]]:

@@ -7,7 +7,7 @@ points, exactly as users load them.
 
 from __future__ import annotations
 
-from qcore.testing.engine import quantized_engine
+from qcore.engine import quantized_engine
 from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult
 

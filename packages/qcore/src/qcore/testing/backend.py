@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
-from qcore.testing.engine import quantized_engine
 from qcore.testing.result import CheckResult
 
 if TYPE_CHECKING:
