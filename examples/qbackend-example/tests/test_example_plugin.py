@@ -124,6 +124,30 @@ def test_xnnpack_extension_annotates_silu(model_and_input: tuple[nn.Module, torc
         assert sqnr(model(x), converted(x)) >= 25
 
 
+def test_only_quantizers_built_by_get_quantizer_run_extensions(
+    model_and_input: tuple[nn.Module, torch.Tensor],
+) -> None:
+    """A quantizer class constructed directly runs its own annotators only, also after
+    ``qcore.get_quantizer`` installed the extension in this process: what a quantizer does
+    never depends on what ran before."""
+    from qquantizer_xnnpack import XNNPACKQuantizer, get_symmetric_quantization_config
+    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+
+    model, x = model_and_input
+    exported = torch.export.export(model, (x,)).module()
+
+    def silu_annotated(quantizer: object) -> bool:
+        annotated = quantizer.annotate(copy.deepcopy(exported))  # type: ignore[attr-defined]
+        silu = [n for n in annotated.graph.nodes if n.target == torch.ops.aten.silu.default]
+        return Q_ANNOTATION_KEY in silu[0].meta
+
+    config = get_symmetric_quantization_config()
+    assert not silu_annotated(XNNPACKQuantizer().set_global(config))
+    assert silu_annotated(qcore.get_quantizer("xnnpack").set_global(config))
+    assert not silu_annotated(XNNPACKQuantizer().set_global(config))
+    assert "silu" not in {a.name for a in XNNPACKQuantizer().annotators()}
+
+
 def test_xnnpack_lists_the_extension_annotator() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "qcore.cli", "show", "xnnpack"],

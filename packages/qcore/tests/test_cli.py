@@ -152,7 +152,6 @@ ANNOTATORS.define(
 
 class Wordy(RegistryQuantizer):
     namespace = "wordy"
-    plugin_name = "wordy"
 
 def make():
     return Wordy()

@@ -165,12 +165,15 @@ def backend_quantized_engine(name: str) -> str | None:
 
 
 def get_quantizer(name: str, **options: Any) -> Quantizer:
-    """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``."""
+    """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``, with
+    the annotators that installed extensions add to it."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
+    from qcore.annotation.quantizer import RegistryQuantizer
+
     plugin = REGISTRY.load("quantizer", name)
-    install_quantizer_extensions(name)
-    return _build(
+    extended = install_quantizer_extensions(name)
+    quantizer = _build(
         "quantizer",
         name,
         "Quantizer",
@@ -179,22 +182,29 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
         caller_errors=(TypeError, ValueError),
         **options,
     )
+    if isinstance(quantizer, RegistryQuantizer):
+        quantizer.use_extensions()
+    elif extended:
+        raise PluginError(
+            f"quantizer plugin '{name}' ({REGISTRY.distribution('quantizer', name)}) is not "
+            f"built on qcore's annotator registry, so the extensions {', '.join(extended)} "
+            "cannot add to it"
+        )
+    return quantizer
 
 
-def install_quantizer_extensions(name: str) -> None:
-    """Register the annotators that extension distributions add to quantizer ``name``.
-
-    Idempotent. Installed as the annotator registry's extension installer below, so a
-    quantizer class built on the registry gets its extensions however it is built.
-    """
+def install_quantizer_extensions(name: str) -> list[str]:
+    """Register the annotators that extension distributions add to quantizer ``name``
+    (idempotent); return the extensions' distributions. Only quantizers built by
+    :func:`get_quantizer` run them."""
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
+    found = []
     for ext_dist, ext in REGISTRY.extensions("quantizer-extension", name):
+        found.append(ext_dist)
         for annotator in _extension_items(ext_dist, ext, ext.annotators):
             ANNOTATORS.add(namespace, annotator, source=ext_dist)
-
-
-ANNOTATORS.extension_installer = install_quantizer_extensions
+    return found
 
 
 def get_lowering(name: str) -> Lowering:

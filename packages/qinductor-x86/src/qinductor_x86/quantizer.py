@@ -49,7 +49,6 @@ class X86InductorQuantizer(RegistryQuantizer):
     then hand to ``prepare_pt2e`` / ``prepare_qat_pt2e``."""
 
     namespace = "x86"
-    plugin_name = "x86"
 
     # -- torchao's scoping API ------------------------------------------------------------
 

@@ -19,7 +19,6 @@ class XNNPACKQuantizer(RegistryQuantizer):
     scoping setters, then hand to ``prepare_pt2e``/``prepare_qat_pt2e``."""
 
     namespace = "xnnpack"
-    plugin_name = "xnnpack"
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         """Scalars of add/mul become tensor attributes, so they can be observed."""

@@ -11,11 +11,15 @@ semantics:
 * a node inside a ``set_module_name``/``set_module_type`` scope is never touched by the
   operator-type or global passes, and a ``None`` config leaves that scope in float;
 * ``set_filter_function`` applies on top of every pass.
+
+Annotators that extension distributions add to the namespace run only in a quantizer
+built by ``qcore.get_quantizer`` (the API layer installs them and calls
+:meth:`RegistryQuantizer.use_extensions`); a quantizer class constructed directly runs
+its own annotators alone, whatever else the process has loaded.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
@@ -26,8 +30,8 @@ from torchao.quantization.pt2e.quantizer import (
     get_module_name_filter,
 )
 
-from qcore.annotation.registry import ANNOTATORS, Annotator
-from qcore.errors import PluginNotFoundError
+from qcore.annotation.registry import ANNOTATORS, Annotator, is_dynamic_config
+from qcore.annotation.report import FloatNode, explain_not_quantized
 from qcore.int8.pt2e_ranges import link_weight_observers
 
 NodeFilter = Callable[[Node], bool]
@@ -51,18 +55,11 @@ def module_type_filter(module_type: type | str) -> NodeFilter:
     return accept
 
 
-def is_dynamic_config(config: QuantizationConfig) -> bool:
-    act = config.input_activation
-    return act is not None and act.is_dynamic
-
-
 class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
     """Scoped PT2E quantization driven by the annotators of ``namespace``."""
 
     #: The annotator-registry namespace this quantizer runs.
     namespace: ClassVar[str]
-    #: The qcore quantizer plugin name whose extensions apply (None: no extensions).
-    plugin_name: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,10 +69,7 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         self.module_name_config: dict[str, QuantizationConfig | None] = {}
         self.filter_fn: NodeFilter | None = None
         self.enabled_opt_in: set[str] = set()
-        if self.plugin_name is not None:
-            # constructed outside an installed distribution: no extensions to add
-            with contextlib.suppress(PluginNotFoundError):
-                ANNOTATORS.install_extensions(self.plugin_name)
+        self.extensions_enabled = False
 
     # -- scoping API (upstream names) ---------------------------------------------------
 
@@ -117,15 +111,25 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
 
     def enable(self, *names: str) -> Self:
         """Turn on opt-in annotators (e.g. ``gru_io_only``) by name."""
+        known = {a.name for a in self.annotators()}
         for name in names:
-            ANNOTATORS.get(self.namespace, name)  # lookup error lists the known names
+            if name not in known:
+                raise LookupError(
+                    f"no annotator '{name}' in {type(self).__name__}; known: "
+                    f"{', '.join(sorted(known))}"
+                )
         self.enabled_opt_in.update(names)
+        return self
+
+    def use_extensions(self) -> Self:
+        """Also run the annotators installed extensions added to this namespace."""
+        self.extensions_enabled = True
         return self
 
     # -- annotation ---------------------------------------------------------------------
 
     def annotators(self) -> list[Annotator]:
-        return ANNOTATORS.annotators(self.namespace)
+        return ANNOTATORS.annotators(self.namespace, extensions=self.extensions_enabled)
 
     def selected(self, config: QuantizationConfig, operator: Any = None) -> list[Annotator]:
         """The annotators a pass with ``config`` (restricted to ``operator``) runs, in order."""
@@ -194,8 +198,6 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         :mod:`qcore.int8.pt2e_ranges`); nothing to do when the quantizer uses none."""
         link_weight_observers(model, edge_or_node_to_obs_or_fq)
 
-    def explain(self, model: GraphModule) -> list[Any]:
+    def explain(self, model: GraphModule) -> list[FloatNode]:
         """Every compute node left in float and why; see :mod:`qcore.annotation.report`."""
-        from qcore.annotation.report import explain_not_quantized
-
-        return list(explain_not_quantized(model, self))
+        return explain_not_quantized(model, self)

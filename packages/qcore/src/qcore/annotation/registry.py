@@ -117,28 +117,16 @@ class _Namespace:
         return self.own + self.added
 
 
-#: ``install(plugin_name)``: registers the annotators that installed extension
-#: distributions add to quantizer plugin ``plugin_name`` (idempotent).
-ExtensionInstaller = Callable[[str], None]
-
-
 class AnnotatorRegistry:
     """Namespaced, ordered annotators. The owner's list comes first, extensions after.
 
     Extensions come from installed distributions, which this layer does not know about:
-    the plugin layer (``qcore.api``) sets :attr:`extension_installer`, and quantizers call
-    :meth:`install_extensions`, so a quantizer built directly gets them too.
+    the API layer (``qcore.get_quantizer``) adds them, and a quantizer runs them only when
+    it was built there (see :class:`~qcore.annotation.quantizer.RegistryQuantizer`).
     """
 
     def __init__(self) -> None:
         self._namespaces: dict[str, _Namespace] = {}
-        self.extension_installer: ExtensionInstaller | None = None
-
-    def install_extensions(self, plugin_name: str) -> None:
-        """Add the installed extensions of quantizer plugin ``plugin_name`` (if a plugin
-        layer is present; without one there are no installed extensions to add)."""
-        if self.extension_installer is not None:
-            self.extension_installer(plugin_name)
 
     def define(self, namespace: str, annotators: Iterable[Annotator], *, source: str) -> None:
         """Set ``namespace``'s own ordered annotators; idempotent for the same ``source``."""
@@ -173,9 +161,11 @@ class AnnotatorRegistry:
             raise self._conflict(namespace, annotator.name, e.source, source)
         ns.added.append(_Entry(annotator, source))
 
-    def annotators(self, namespace: str) -> list[Annotator]:
-        """The annotators of ``namespace`` in the order a quantizer runs them."""
-        return [e.annotator for e in self._lookup(namespace).entries()]
+    def annotators(self, namespace: str, *, extensions: bool = True) -> list[Annotator]:
+        """The annotators of ``namespace`` in the order a quantizer runs them: the owner's,
+        then (unless ``extensions`` is False) those extensions added."""
+        ns = self._lookup(namespace)
+        return [e.annotator for e in (ns.entries() if extensions else ns.own)]
 
     def get(self, namespace: str, name: str) -> Annotator:
         """One annotator by name; the error lists the names ``namespace`` knows."""
@@ -212,6 +202,12 @@ class AnnotatorRegistry:
             f"annotator '{name}' in namespace '{namespace}' is registered by both "
             f"{first} and {second}"
         )
+
+
+def is_dynamic_config(config: QuantizationConfig) -> bool:
+    """Whether ``config`` quantizes activations dynamically (picks dynamic annotators)."""
+    act = config.input_activation
+    return act is not None and bool(act.is_dynamic)
 
 
 #: The process-wide registry every quantizer and extension uses.

@@ -1,6 +1,7 @@
 """ "Why was this not quantized?": every compute node an annotation left in float, and why.
 
-Works for any :class:`~qcore.annotation.quantizer.RegistryQuantizer`: the reasons come
+Works for any quantizer with a registry's scoping (:class:`Scoped`, which
+:class:`~qcore.annotation.quantizer.RegistryQuantizer` is): the reasons come
 from the registry (is there an annotator for the op in this mode?), the quantizer's
 scopes (which pass would own the node, is its config None, does the filter reject it?),
 the node's inputs (can they be observed?), the annotator's own ``why_not`` hook and the
@@ -10,9 +11,9 @@ annotations of its neighbours.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch.fx import GraphModule, Node
@@ -28,9 +29,7 @@ from qcore.annotation.common import (
     MUL,
     non_quantizable_reason,
 )
-
-if TYPE_CHECKING:
-    from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.annotation.registry import Annotator, is_dynamic_config
 
 aten = torch.ops.aten
 #: Ops whose float execution costs real time; data movement is not reported.
@@ -63,6 +62,29 @@ EXCLUDED = "excluded by scope or filter"
 NOT_QUANTIZABLE = "input not quantizable"
 DECLINED = "annotator declined"
 CONFLICT = "conflicting annotation"
+
+
+class Scoped(Protocol):
+    """What the report reads of a quantizer: its annotators, its passes (config, scope
+    filter, operator, label; most specific first) and its filter, and how it annotates."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def filter_fn(self) -> Callable[[Node], bool] | None: ...
+
+    def annotators(self) -> list[Annotator]: ...
+
+    def selected(self, config: Any, operator: Any = None) -> list[Annotator]: ...
+
+    def passes(self) -> list[tuple[Any, Callable[[Node], bool], Any, str]]: ...
+
+    def has_qat_config(self) -> bool: ...
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule: ...
+
+    def annotate(self, model: GraphModule) -> GraphModule: ...
 
 
 @dataclass(frozen=True)
@@ -105,7 +127,7 @@ def _module_path(node: Node) -> str:
     return str(list(stack.values())[-1][0]) if stack else ""
 
 
-def _owner(quantizer: RegistryQuantizer, node: Node) -> tuple[Any, str] | None:
+def _owner(quantizer: Scoped, node: Node) -> tuple[Any, str] | None:
     """The config and scope label of the pass that would annotate ``node``."""
     for config, scope, operator, label in quantizer.passes():
         if (
@@ -119,9 +141,7 @@ def _owner(quantizer: RegistryQuantizer, node: Node) -> tuple[Any, str] | None:
     return None
 
 
-def _reason(quantizer: RegistryQuantizer, node: Node, gm: GraphModule) -> tuple[str, str]:
-    from qcore.annotation.quantizer import is_dynamic_config
-
+def _reason(quantizer: Scoped, node: Node, gm: GraphModule) -> tuple[str, str]:
     candidates = [a for a in quantizer.annotators() if a.handles(node.target)]
     if not candidates:
         return NO_ANNOTATOR, f"'{quantizer.namespace}' has no annotator for {node.target}"
@@ -165,7 +185,7 @@ def _reason(quantizer: RegistryQuantizer, node: Node, gm: GraphModule) -> tuple[
 
 def explain_not_quantized(
     model: GraphModule | torch.nn.Module,
-    quantizer: RegistryQuantizer,
+    quantizer: Scoped,
     example_inputs: Sequence[Any] | None = None,
 ) -> list[FloatNode]:
     """Every compute node of ``model`` that ``quantizer`` leaves in float, with the reason.
