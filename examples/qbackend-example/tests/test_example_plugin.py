@@ -130,8 +130,9 @@ def test_only_quantizers_built_by_get_quantizer_run_extensions(
     """A quantizer class constructed directly runs its own annotators only, also after
     ``qcore.get_quantizer`` installed the extension in this process: what a quantizer does
     never depends on what ran before."""
-    from qquantizer_xnnpack import XNNPACKQuantizer, get_symmetric_quantization_config
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+
+    from qquantizer_xnnpack import XNNPACKQuantizer, get_symmetric_quantization_config
 
     model, x = model_and_input
     exported = torch.export.export(model, (x,)).module()

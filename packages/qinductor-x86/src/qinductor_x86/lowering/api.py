@@ -35,10 +35,10 @@ class X86Lowering:
         from qinductor_x86 import _torch_private as private
         from qinductor_x86.lowering import hooks, passes
 
-        made = passes.make_passes(self)
         self._report = LoweringReport(
             target=target().describe(), other_passes=private.builtin_x86_passes()
         )
+        made = passes.make_passes(self._report)
         self._installed = [hooks.add(hook, p) for hook, p in made.items()]
 
     def uninstall(self) -> None:
@@ -57,14 +57,6 @@ class X86Lowering:
             for g in now.graphs
         ]
         return LoweringReport(now.target, dict(now.other_passes), graphs, now.lift_ups)
-
-    # called by the passes ------------------------------------------------------------
-
-    def add_graph(self, record: GraphRecord) -> None:
-        self._report.graphs.append(record)
-
-    def note_lift_up(self, lifted: int) -> None:
-        self._report.lift_ups += lifted
 
     # context manager ----------------------------------------------------------------
 

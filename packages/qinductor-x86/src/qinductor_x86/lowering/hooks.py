@@ -47,8 +47,3 @@ def remove(installed: Installed) -> None:
         private.set_hook(installed.hook, None)
     # else: someone replaced the hook's value since, dropping our pass: leave theirs alone
 
-
-def holds(hook: str, ours: Any) -> bool:
-    current = private.get_hook(hook)
-    items = current if isinstance(current, (list, tuple)) else [current]
-    return any(p is ours for p in items)

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch.fx import Graph
 
@@ -21,9 +21,7 @@ from qinductor_x86._version import __version__
 from qinductor_x86.lowering import code_key, ops, pipeline
 from qinductor_x86.lowering.counters import bump
 from qinductor_x86.lowering.liftup import lift_quantizes
-
-if TYPE_CHECKING:
-    from qinductor_x86.lowering.api import X86Lowering
+from qinductor_x86.lowering.report import LoweringReport
 
 #: Kernel -> torch's counter family for lowering it to an external kernel.
 _LOWER_FAMILY = {
@@ -43,8 +41,8 @@ class NoInt8KernelsWarning(UserWarning):
 
 
 class _Pass(private.CustomGraphPass):
-    def __init__(self, owner: X86Lowering) -> None:
-        self.owner = owner
+    def __init__(self, report: LoweringReport) -> None:
+        self.report = report
 
     def uuid(self) -> bytes:
         # the rewrites depend on every first-party module the passes import and on the CPU
@@ -59,7 +57,7 @@ class LiftUp(_Pass):
     def __call__(self, graph: Graph) -> None:
         lifted = lift_quantizes(graph)
         if lifted:
-            self.owner.note_lift_up(lifted)
+            self.report.lift_ups += lifted
 
 
 class Lower(_Pass):
@@ -67,7 +65,7 @@ class Lower(_Pass):
         if not pipeline.is_quantized(graph):
             return
         record = pipeline.lower(graph, target())
-        self.owner.add_graph(record)
+        self.report.graphs.append(record)
         if record.int8_kernels == 0 and record.left_in_float:  # (fp16-only: no q/dq)
             reasons = sorted({node.reason for node in record.left_in_float})
             warnings.warn(
@@ -86,8 +84,8 @@ class CountLowerings(_Pass):
                 bump(family, 1)
 
 
-def make_passes(owner: X86Lowering) -> dict[str, Any]:
-    """Hook name -> a fresh pass of ``owner``'s."""
+def make_passes(report: LoweringReport) -> dict[str, Any]:
+    """Hook name -> a fresh pass, each recording what it did into ``report``."""
     pipeline.pattern_passes()  # trace the tables now, outside any compile
     hooks = private.INDUCTOR_HOOKS
-    return {hooks[0]: LiftUp(owner), hooks[1]: Lower(owner), hooks[2]: CountLowerings(owner)}
+    return {hooks[0]: LiftUp(report), hooks[1]: Lower(report), hooks[2]: CountLowerings(report)}

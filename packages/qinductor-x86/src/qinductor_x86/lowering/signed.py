@@ -123,10 +123,7 @@ def _shift(ctx: CompileContext, node: Node) -> None:
         with ctx.graph.inserting_before(node):
             shifted = ctx.call(ops.aten.add.Tensor, (zero_point, SHIFT))
     else:
-        shifted = _int(zero_point) + SHIFT
-    node.args = (x, scale, shifted, _int(qmin) + SHIFT, _int(qmax) + SHIFT, torch.uint8)
+        shifted = int(zero_point) + SHIFT
+    node.args = (x, scale, shifted, int(qmin) + SHIFT, int(qmax) + SHIFT, torch.uint8)
     node.meta["val"] = private.fake_value(cast(Any, node.target), node.args, node.kwargs)
 
-
-def _int(value: Any) -> int:
-    return int(value)
