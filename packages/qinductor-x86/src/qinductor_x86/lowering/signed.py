@@ -117,7 +117,7 @@ def _plus(ctx: CompileContext, codes: Any, shift: int, dtype: torch.dtype) -> No
 
 
 def _shift(ctx: CompileContext, node: Node) -> None:
-    x, scale, zero_point, qmin, qmax, _ = node.args
+    x, scale, zero_point, qmin, qmax, _ = cast(tuple[Any, ...], node.args)
     shifted: Any
     if isinstance(zero_point, Node):  # run-time qparams: shift in the graph
         with ctx.graph.inserting_before(node):
