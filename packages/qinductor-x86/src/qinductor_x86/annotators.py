@@ -31,14 +31,8 @@ from qinductor_x86 import examples, passthrough
 from qinductor_x86._marks import annotate_node
 from qinductor_x86._torch_private import is_fake_tensor
 from qinductor_x86._version import __version__
-from qinductor_x86.patterns import (
-    CONV_UNARY,
-    INT8_IN_INT8_OUT,
-    LAYER_OPS,
-    LINEAR_UNARY,
-    SOURCES,
-    Fusion,
-)
+from qinductor_x86.patterns import INT8_IN_INT8_OUT, LAYER_OPS, SOURCES, Fusion, post_ops_after
+from qinductor_x86.postop_table import ADD
 from qinductor_x86.sources import Call, calls, chains
 
 Filter = Callable[[Node], bool] | None
@@ -46,7 +40,7 @@ Partitions = list[list[Node]]
 AnnotateFn = Callable[[GraphModule, QuantizationConfig | None, Filter], Partitions]
 
 aten = torch.ops.aten
-ADD = frozenset({aten.add.Tensor, aten.add_.Tensor})
+ADD_OPS = frozenset({aten.add.Tensor, aten.add_.Tensor})
 
 
 # -- fusion patterns -------------------------------------------------------------------
@@ -207,7 +201,8 @@ def _conv1d_why_not(node: Node, config: QuantizationConfig) -> str | None:
         return None
     if not _called_through(node, "conv1d"):
         return "not a call of nn.Conv1d"
-    return "conv1d is quantized only with an nn.ReLU after it (torchao 0.18's recipe)"
+    after = " / ".join(f"nn.{p.label}" for p in post_ops_after("conv1d"))
+    return f"conv1d is quantized only with an {after} after it (torchao 0.18's recipe)"
 
 
 def _mul_why_not(node: Node, config: QuantizationConfig) -> str | None:
@@ -215,7 +210,7 @@ def _mul_why_not(node: Node, config: QuantizationConfig) -> str | None:
 
 
 def _add_why_not(node: Node, config: QuantizationConfig) -> str | None:
-    if node.target not in ADD:
+    if node.target not in ADD_OPS:
         return None
     if not all(isinstance(a, Node) for a in node.args[:2]):
         return "adds a Python scalar: only an add of two tensors fuses into a conv / linear"
@@ -259,27 +254,63 @@ def _layer(  # noqa: PLR0917 (one row of the table below)
     )
 
 
+def _unary(layer: str, module: str, *before: str) -> tuple[tuple[Fusion, ...], str]:
+    """The rows fusing each of ``layer``'s post-ops (after ``before``), and their description."""
+    posts = post_ops_after(layer)
+    names = " / ".join(p.label for p in posts)
+    return _rows(layer, *((*before, p.name) for p in posts)), f"{module} → {names}"
+
+
+def _after_add(
+    layer: str,
+    prefix: str,
+    description: str,
+    example: Any,
+    *,
+    bn: bool = False,
+    why_not: Any = None,
+) -> list[Annotator]:
+    """``layer [→ bn] → add → post-op``, one annotator per post-op that may follow an add."""
+    ops = (CONV2D if layer == "conv2d" else LINEAR) | ADD_OPS
+    chain = ("batch_norm",) if bn else ()
+    return [
+        _layer(
+            f"{prefix}_{p.name}",
+            _rows(layer, (*chain, ADD.name, p.name)),
+            ops,
+            f"{description} → {p.label}",
+            example(add=True, unary=p.name),
+            why_not,
+        )
+        for p in post_ops_after(layer, add=True)
+    ]
+
+
+_QAT_UNARY = _unary("conv2d", "QAT: nn.Conv2d → BatchNorm2d", "batch_norm")
+_CONV_UNARY, _CONV1D_UNARY = _unary("conv2d", "nn.Conv2d"), _unary("conv1d", "nn.Conv1d")
+_LINEAR_UNARY = _unary("linear", "nn.Linear")
+
 X86_ANNOTATORS: tuple[Annotator, ...] = (
-    _layer(
-        "qat_conv2d_bn_add_relu",
-        _rows("conv2d", ("batch_norm", "add", "relu")),
-        CONV2D | ADD,
-        "QAT: nn.Conv2d → BatchNorm2d → add → ReLU",
-        examples.qat_conv_bn(add=True, unary="relu"),
+    *_after_add(
+        "conv2d",
+        "qat_conv2d_bn_add",
+        "QAT: nn.Conv2d → BatchNorm2d → add",
+        examples.qat_conv_bn,
+        bn=True,
     ),
     _layer(
         "qat_conv2d_bn_add",
-        _rows("conv2d", ("batch_norm", "add")),
-        CONV2D | ADD,
+        _rows("conv2d", ("batch_norm", ADD.name)),
+        CONV2D | ADD_OPS,
         "QAT: nn.Conv2d → BatchNorm2d → add",
         examples.qat_conv_bn(add=True),
     ),
     _layer(
         "qat_conv2d_bn_unary",
-        _rows("conv2d", *(("batch_norm", u) for u in CONV_UNARY)),
+        _QAT_UNARY[0],
         CONV2D,
-        "QAT: nn.Conv2d → BatchNorm2d → ReLU / Hardtanh / Hardswish / ReLU6 / SiLU",
-        examples.qat_conv_bn(unary="hardswish"),
+        _QAT_UNARY[1],
+        examples.qat_conv_bn(unary=_QAT_UNARY[0][-1].calls[-1]),
     ),
     _layer(
         "qat_conv2d_bn",
@@ -288,28 +319,23 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         "QAT: nn.Conv2d → BatchNorm2d",
         examples.qat_conv_bn(),
     ),
-    _layer(
-        "conv2d_add_relu",
-        _rows("conv2d", ("add", "relu")),
-        CONV2D | ADD,
-        "nn.Conv2d → add (either side) → ReLU",
-        examples.conv(add=True, unary="relu"),
-        _add_why_not,
+    *_after_add(
+        "conv2d", "conv2d_add", "nn.Conv2d → add (either side)", examples.conv, why_not=_add_why_not
     ),
     _layer(
         "conv2d_add",
-        _rows("conv2d", ("add",)),
-        CONV2D | ADD,
+        _rows("conv2d", (ADD.name,)),
+        CONV2D | ADD_OPS,
         "nn.Conv2d → add (either side)",
         examples.conv(add=True),
         _add_why_not,
     ),
     _layer(
         "conv_unary",
-        _rows("conv2d", *((u,) for u in CONV_UNARY)) + _rows("conv1d", ("relu",)),
+        _CONV_UNARY[0] + _CONV1D_UNARY[0],
         CONV2D | {aten.conv1d.default},
-        "nn.Conv2d → ReLU / Hardtanh / Hardswish / ReLU6 / SiLU; nn.Conv1d → ReLU",
-        examples.conv(unary="silu"),
+        f"{_CONV_UNARY[1]}; {_CONV1D_UNARY[1]}",
+        examples.conv(unary=_CONV_UNARY[0][-1].calls[-1]),
         _conv1d_why_not,
     ),
     _layer(
@@ -320,28 +346,27 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         examples.conv(),
         _layer_why_not("conv2d", "nn.Conv2d"),
     ),
-    _layer(
-        "linear_add_relu",
-        _rows("linear", ("add", "relu")),
-        LINEAR | ADD,
-        "nn.Linear → add (either side; the other input stays float) → ReLU",
-        examples.linear(add=True, unary="relu"),
-        _add_why_not,
+    *_after_add(
+        "linear",
+        "linear_add",
+        "nn.Linear → add (either side; the other input stays float)",
+        examples.linear,
+        why_not=_add_why_not,
     ),
     _layer(
         "linear_add",
-        _rows("linear", ("add",)),
-        LINEAR | ADD,
+        _rows("linear", (ADD.name,)),
+        LINEAR | ADD_OPS,
         "nn.Linear → add (either side; the other input stays float)",
         examples.linear(add=True),
         _add_why_not,
     ),
     _layer(
         "linear_unary",
-        _rows("linear", *((u,) for u in LINEAR_UNARY)),
+        _LINEAR_UNARY[0],
         LINEAR,
-        "nn.Linear → ReLU / LeakyReLU / Tanh / GELU",
-        examples.linear(unary="gelu"),
+        _LINEAR_UNARY[1],
+        examples.linear(unary=_LINEAR_UNARY[0][-1].calls[-1]),
     ),
     _layer(
         "linear",

@@ -9,14 +9,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from qinductor_x86.postop_table import POST_OPS
+
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
 ExampleFn = Callable[[], Example]
 
+#: Each post-op's module, by the post-op's name.
 _UNARY: dict[str, Callable[[], nn.Module]] = {
-    "relu": nn.ReLU,
-    "silu": nn.SiLU,
-    "hardswish": nn.Hardswish,
-    "gelu": nn.GELU,
+    p.name: next(s for s in p.sources if isinstance(s, type)) for p in POST_OPS if p.sources
 }
 
 

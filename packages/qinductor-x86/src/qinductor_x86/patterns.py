@@ -10,7 +10,6 @@ patterns could take.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qinductor_x86.postop_table import ADD, POST_OPS, PostOp
+
 aten = torch.ops.aten
 
 #: Calls the recipe recognises, by name: the module types and functions torch's source
-#: partitions attribute a node to (functional equivalents as torchao lists them; the
-#: strings are the function names export records for ``+`` and ``+=``).
+#: partitions attribute a node to (functional equivalents as torchao lists them), the
+#: post-ops' from their table.
 SOURCES: Mapping[str, tuple[Any, ...]] = {
     "conv2d": (nn.Conv2d, F.conv2d),
     "conv1d": (nn.Conv1d, F.conv1d),
@@ -31,15 +32,8 @@ SOURCES: Mapping[str, tuple[Any, ...]] = {
     "linear": (nn.Linear,),
     "any_linear": (nn.Linear, F.linear),
     "batch_norm": (nn.BatchNorm2d, F.batch_norm),
-    "add": (operator.add, torch.add, operator.iadd, "add", "add_"),
-    "relu": (nn.ReLU, F.relu, F.relu_),
-    "hardtanh": (nn.Hardtanh, F.hardtanh, F.hardtanh_),
-    "relu6": (nn.ReLU6,),
-    "hardswish": (nn.Hardswish,),
-    "silu": (nn.SiLU,),
-    "leaky_relu": (nn.LeakyReLU,),
-    "tanh": (nn.Tanh,),
-    "gelu": (nn.GELU,),
+    ADD.name: ADD.sources,
+    **{p.name: p.sources for p in POST_OPS if p.sources},
 }
 #: The aten op a recognised layer call must end in for its pattern to be quantized.
 LAYER_OPS: Mapping[str, frozenset[Any]] = {
@@ -48,9 +42,12 @@ LAYER_OPS: Mapping[str, frozenset[Any]] = {
     "linear": frozenset({aten.linear.default}),
     "any_linear": frozenset({aten.linear.default}),
 }
-#: Unary post-ops oneDNN fuses into a quantized conv / linear.
-CONV_UNARY = ("relu", "hardtanh", "hardswish", "relu6", "silu")
-LINEAR_UNARY = ("relu", "leaky_relu", "tanh", "gelu")
+
+
+def post_ops_after(layer: str, *, add: bool = False) -> tuple[PostOp, ...]:
+    """The unary post-ops the recipe fuses after ``layer`` (after its fused add), in order."""
+    return tuple(p for p in POST_OPS if layer in p.after and (p.after_add or not add))
+
 
 #: Ops that run in int8 when their input is int8 and give int8 out, so a quantized
 #: producer's int8 output flows through them (their output shares the input's qparams).
@@ -78,19 +75,13 @@ QUANTIZABLE = DEFAULT_QUANTIZABLE | OPT_IN_QUANTIZABLE
 #: Module types and functions the torchao-named setters accept, and the op each scopes.
 #: (torchao 0.18 maps ``nn.Conv2d`` twice and never ``nn.Conv1d``; see the README.)
 OPERATOR_OF: Mapping[Any, Any] = {
-    nn.Conv1d: aten.conv1d.default,
-    F.conv1d: aten.conv1d.default,
-    nn.Conv2d: aten.conv2d.default,
-    F.conv2d: aten.conv2d.default,
-    nn.Linear: aten.linear.default,
-    F.linear: aten.linear.default,
-    nn.MaxPool2d: aten.max_pool2d.default,
-    F.max_pool2d: aten.max_pool2d.default,
+    **dict.fromkeys((nn.Conv1d, F.conv1d), aten.conv1d.default),
+    **dict.fromkeys((nn.Conv2d, F.conv2d), aten.conv2d.default),
+    **dict.fromkeys((nn.Linear, F.linear), aten.linear.default),
+    **dict.fromkeys((nn.MaxPool2d, F.max_pool2d), aten.max_pool2d.default),
+    **dict.fromkeys((nn.AvgPool2d, F.avg_pool2d), aten.avg_pool2d.default),
+    **dict.fromkeys((nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d), aten.adaptive_avg_pool2d.default),
     torch.cat: aten.cat.default,
-    nn.AvgPool2d: aten.avg_pool2d.default,
-    F.avg_pool2d: aten.avg_pool2d.default,
-    nn.AdaptiveAvgPool2d: aten.adaptive_avg_pool2d.default,
-    F.adaptive_avg_pool2d: aten.adaptive_avg_pool2d.default,
     torch.flatten: aten.flatten.using_ints,
     torch.matmul: aten.matmul.default,
     torch.mul: aten.mul.Tensor,
@@ -127,11 +118,11 @@ class Fusion:
     @property
     def binary(self) -> int | None:
         """Position of the ``add`` in the chain, if any."""
-        return self.calls.index("add") if "add" in self.calls else None
+        return self.calls.index(ADD.name) if ADD.name in self.calls else None
 
     @property
     def unary(self) -> bool:
-        return self.calls[-1] not in {self.layer, "batch_norm", "add"}
+        return self.calls[-1] not in {self.layer, "batch_norm", ADD.name}
 
     @property
     def sources(self) -> tuple[tuple[Any, ...], ...]:

@@ -83,17 +83,13 @@ def register(pass_dict: Any) -> None:
         )(_cat)
 
 
-def _dequantizes(match: Any) -> list[Node]:
-    return [n for n in match.nodes if n.target is ops.DEQUANTIZE[0]]
-
-
 def _same_qparams(match: Any) -> bool:
     """Every input dequantize and the output quantize use one (scale, zero point, range,
     dtype): only then is the op on codes the op on values."""
     ctx = current()
     quant = match.output_node()
     wanted = quant.args[1:]
-    for dq in _dequantizes(match):
+    for dq in (n for n in match.nodes if n.target is ops.DEQUANTIZE[0]):
         scale, *rest = dq.args[1:]
         same_scale = math.isclose(cast(float, scale), cast(float, wanted[0]), rel_tol=1e-5)
         if not (same_scale and tuple(rest) == tuple(wanted[1:])):

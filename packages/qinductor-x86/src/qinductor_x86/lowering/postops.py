@@ -1,11 +1,12 @@
 """Post-op fusion: what follows a prepacked kernel moves into it, up to the output quantize.
 
-The family is the table :data:`UNARY` x :data:`BINARY` x (float32, bf16 operands) x (int8
-output, float output). A post-op is written once as the PyTorch it is (``F.hardswish``,
-``x + other`` then ``relu``) and traced, so the pattern is whatever Inductor's
-decomposition of it is in this torch (SiLU, for instance, is ``x / (1 + exp(-x))`` here).
-The kernel itself is the pattern's free input ``x``; the checks below make sure it is a
-plain prepacked kernel whose only readers are the fused nodes.
+The family is the post-op table (:mod:`qinductor_x86.postop_table`: its unary rows, and
+its binary row on either side, then none or a unary row that may follow it) x (float32,
+bf16 operands) x (int8 output, float output). A row's PyTorch (``F.hardswish``) is traced,
+so the pattern is whatever Inductor's decomposition of it is in this torch (SiLU, for
+instance, is ``x / (1 + exp(-x))`` here). The kernel itself is the pattern's free input
+``x``; the checks below make sure it is a plain prepacked kernel whose only readers are the
+fused nodes.
 """
 
 from __future__ import annotations
@@ -16,80 +17,61 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
 from torch.fx import Node
 
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, tracing
 from qinductor_x86.lowering.context import CompileContext, ancestors, current, val
+from qinductor_x86.postop_table import ADD, POST_OPS, PostOp
 
-BOTH = frozenset({"conv", "linear"})
 #: Where a kernel's output qparams start in its arguments (prepack's layout), by kind.
 OUTPUT_AT = {"conv": 11, "linear": 7}
 FLOATS = (torch.float32, torch.bfloat16)
 INT8_RANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
 
+#: No post-op: the output quantize alone fuses into the kernel.
+NONE = PostOp("none", lambda x: x, "none")
+#: The unary post-ops the kernels fuse, from the table (rows lowered through another have
+#: no PyTorch of their own).
+UNARY = (NONE, *(p for p in POST_OPS if p.fn is not None))
+
+
+def traceable(post: PostOp) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``post`` as a function of ``x`` alone, its scalars the placeholders tracing captures."""
+    fn = cast(Callable[..., torch.Tensor], post.fn)
+    return lambda x: fn(x, *(tracing.MAGIC[s] for s in post.scalars))
+
 
 @dataclass(frozen=True)
-class Unary:
-    """A unary post-op: its PyTorch, oneDNN's name for it, and the kernels that have it."""
+class Row:
+    """One registered pattern: the table's binary post-op with the kernel's output as its
+    ``side`` operand ("" for none), then ``unary``, then the output quantize or not."""
 
-    name: str
-    fn: Callable[[torch.Tensor], torch.Tensor]
-    attr: str
-    kinds: frozenset[str] = BOTH
-    scalars: tuple[str, ...] = ()
-    algorithm: str = ""
+    unary: PostOp
+    side: str
+    quantized_output: bool
+
+    def region(self, *inputs: torch.Tensor) -> torch.Tensor:
+        x, *other = inputs if self.side != "right" else inputs[::-1]
+        return traceable(self.unary)(ADD.fn(x, *other) if self.side else x)
+
+    @property
+    def label(self) -> str:
+        parts = [ADD.name] if self.side else []
+        parts += [self.unary.name] if self.unary is not NONE else []
+        return " + ".join([*parts, *(["quantize"] if self.quantized_output else [])])
 
 
-def _hardtanh(x: torch.Tensor) -> torch.Tensor:
-    return F.hardtanh(x, float(tracing.MAGIC["min_value"]), float(tracing.MAGIC["max_value"]))
-
-
-def _leaky_relu(x: torch.Tensor) -> torch.Tensor:
-    return F.leaky_relu(x, float(tracing.MAGIC["negative_slope"]))
-
-
-#: The unary post-ops, and which oneDNN int8 kernels support each (torch 2.13's ATen).
-UNARY = (
-    Unary("none", lambda x: x, "none"),
-    Unary("relu", torch.relu, "relu"),
-    Unary("hardtanh", _hardtanh, "hardtanh", scalars=("min_value", "max_value")),
-    # (lambdas: tracing needs one-argument functions; these also take an ``inplace`` flag)
-    Unary("hardswish", lambda x: F.hardswish(x), "hardswish"),  # noqa: PLW0108
-    Unary("silu", lambda x: F.silu(x), "swish"),  # noqa: PLW0108
-    Unary("gelu", lambda x: F.gelu(x), "gelu", frozenset({"linear"}), algorithm="none"),  # noqa: PLW0108
-    Unary(
-        "gelu(tanh)",
-        lambda x: F.gelu(x, approximate="tanh"),
-        "gelu",
-        frozenset({"linear"}),
-        algorithm="tanh",
+#: Unary rows, then binary ones (followed by nothing or a unary that may follow an add).
+ROWS = [
+    *(Row(u, "", q) for u in UNARY for q in (True, False) if u is not NONE or q),
+    *(
+        Row(u, side, q)
+        for u in (NONE, *(p for p in UNARY if p.after_add))
+        for side in ("left", "right")
+        for q in (True, False)
     ),
-    Unary("leaky_relu", _leaky_relu, "leaky_relu", frozenset({"linear"}), ("negative_slope",)),
-    Unary("tanh", torch.tanh, "tanh", frozenset({"linear"})),
-)
-RELU = UNARY[1]
-
-
-@dataclass(frozen=True)
-class Binary:
-    """``x + other`` (either operand order), then a unary post-op."""
-
-    name: str
-    swapped: bool
-    then: Unary
-
-    def __call__(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-        return self.then.fn(other + x if self.swapped else x + other)
-
-
-BINARY = tuple(
-    Binary(f"add{'' if then is UNARY[0] else ' + ' + then.name}", swapped, then)
-    for then in (UNARY[0], RELU)
-    for swapped in (False, True)
-)
-
+]
 #: (kernel dtype, extra-input dtype) pairs a region is traced for: int8-mixed-bf16 graphs
 #: add float32 residuals to bf16 kernels.
 OPERAND_DTYPES = (
@@ -99,50 +81,26 @@ OPERAND_DTYPES = (
 )
 
 
-@dataclass(frozen=True)
-class Row:
-    """One registered pattern: a post-op, and whether the output quantize is part of it."""
-
-    post: Unary | Binary
-    quantized_output: bool
-
-    @property
-    def unary(self) -> Unary:
-        return self.post.then if isinstance(self.post, Binary) else self.post
-
-    @property
-    def label(self) -> str:
-        parts = [self.post.name] if self.post is not UNARY[0] else []
-        return " + ".join([*parts, *(["quantize"] if self.quantized_output else [])])
-
-
 def register(pass_dict: Any) -> None:
-    """Trace every row of the table and register it into ``pass_dict`` (duplicates, such as
-    relu on float32 and bf16, once)."""
+    """Trace every row and register it into ``pass_dict`` (duplicates, such as relu on
+    float32 and bf16, once)."""
     seen: set[str] = set()
-    posts: tuple[Unary | Binary, ...] = (*UNARY, *BINARY)
-    for post, quantized, (dtype, other_dtype) in itertools.product(
-        posts, (True, False), OPERAND_DTYPES
-    ):
-        binary = isinstance(post, Binary)
-        if (post is UNARY[0] and not quantized) or (not binary and other_dtype != dtype):
+    for row, (dtype, other_dtype) in itertools.product(ROWS, OPERAND_DTYPES):
+        if not row.side and other_dtype != dtype:
             continue
-        examples = [torch.randn(2, 8, dtype=dtype)]
-        examples += [torch.randn(2, 8, dtype=other_dtype)] if binary else []
+        dtypes = (dtype, other_dtype) if row.side else (dtype,)
         region = tracing.trace(
-            post if isinstance(post, Binary) else post.fn,
-            examples,
-            ["x", "other"] if binary else ["x"],
-            scalars=post.then.scalars if isinstance(post, Binary) else post.scalars,
+            row.region,
+            [torch.randn(2, 8, dtype=d) for d in dtypes],
+            ["x", "other"][: len(dtypes)],
+            scalars=row.unary.scalars,
         )
-        pattern = tracing.output_quant(region) if quantized else region
-        if repr(pattern) in seen:
-            continue
-        seen.add(repr(pattern))
-        row = Row(post, quantized)
-        private.register_graph_pattern(pattern, extra_check=_checker(row), pass_dict=pass_dict)(
-            _rewriter(row)
-        )
+        pattern = tracing.output_quant(region) if row.quantized_output else region
+        if repr(pattern) not in seen:
+            seen.add(repr(pattern))
+            private.register_graph_pattern(pattern, extra_check=_checker(row), pass_dict=pass_dict)(
+                _rewriter(row)
+            )
 
 
 def _checker(row: Row) -> Callable[[Any], bool]:
@@ -156,9 +114,9 @@ def _checker(row: Row) -> Callable[[Any], bool]:
         at = OUTPUT_AT[kind]
         if x.args[at + 3] != "none" or x.args[at + 2] not in FLOATS:
             return False  # already carries a post-op or an output quantize
-        if kind not in row.unary.kinds:
+        if kind not in row.unary.kernels:
             return ctx.decline(anchor, f"oneDNN's int8 {kind} has no {row.unary.name} post-op")
-        if ctx.others_follow and not row.quantized_output and not isinstance(row.post, Binary):
+        if ctx.others_follow and not row.quantized_output and not row.side:
             # torch's (and torchao's) copy fuses a float-output unary post-op itself, in a
             # pass after its int8-output fusions; a kernel that already carries a post-op
             # trips its assertion when another of its patterns matches what follows. So
@@ -168,7 +126,7 @@ def _checker(row: Row) -> Callable[[Any], bool]:
             return ctx.decline(anchor, f"{x.name}'s float output is read elsewhere too")
         if row.quantized_output and not _fusable_quantize(ctx, match, anchor):
             return False
-        if isinstance(row.post, Binary):
+        if row.side:
             return _binary_ok(ctx, match, kind, x, anchor)
         return True
 
@@ -221,16 +179,17 @@ def _rewriter(row: Row) -> Callable[..., None]:
         )
         unary = row.unary
         post = (unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
-        narrow = row.quantized_output and _narrower_than_dtype(kwargs)
-        if narrow and not isinstance(row.post, Binary) and unary.attr in _CLAMPS:
+        qrange = (kwargs.get("o_qmin"), kwargs.get("o_qmax"))
+        narrow = row.quantized_output and qrange != INT8_RANGES[kwargs["o_dtype"]]
+        if narrow and not row.side and unary.attr in _CLAMPS:
             post, narrow = _range_as_hardtanh(unary, post, kwargs), False
         erased_extra: list[Node] = []
-        if not isinstance(row.post, Binary):
+        if not row.side:
             target, new_args = x.target, (*head, *out, *post)
         elif kind == "conv":
             target, new_args, erased_extra = _conv_binary(kwargs, head, out, post)
         else:
-            target, new_args = _linear_binary(x, kwargs, head=head, out=out, post=post, anchor=anchor)
+            target, new_args = _linear_binary(x, kwargs, head, out, post, anchor)
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, new_args)
             if narrow:
@@ -241,7 +200,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         for node in (x, *erased_extra):
             if not node.users:
                 ctx.graph.erase_node(node)
-        arity = "binary" if isinstance(row.post, Binary) else "unary"
+        arity = "binary" if row.side else "unary"
         family = f"q{kind}{'2d' if (kind, arity) == ('conv', 'binary') else ''}_{arity}_matcher"
         dtype = "int8" if row.quantized_output else "float"
         ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced), match)
@@ -253,12 +212,8 @@ def _rewriter(row: Row) -> Callable[..., None]:
 _CLAMPS = ("none", "relu", "hardtanh")
 
 
-def _narrower_than_dtype(kwargs: dict[str, Any]) -> bool:
-    return (kwargs["o_qmin"], kwargs["o_qmax"]) != INT8_RANGES[kwargs["o_dtype"]]
-
-
 def _range_as_hardtanh(
-    unary: Unary, post: tuple[Any, ...], kwargs: dict[str, Any]
+    unary: PostOp, post: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...]:
     """A quant range narrower than its dtype (7-bit activations), as a float clamp before
     the fused quantize: ``q(clamp(y, (qmin - zp) s, (qmax - zp) s))`` has exactly the codes
@@ -294,18 +249,12 @@ def _conv_binary(
         accum, accum_scale, accum_zp, extra = dq_other.args[0], dq_other.args[1], dq_other.args[2], [dq_other]
     else:
         accum, accum_scale, accum_zp, extra = dq_other, 1.0, 0, []
-    new_args = (*head[:6], accum, *head[6:], *out, accum_scale, accum_zp, "sum", 1.0, *post)
+    new_args = (*head[:6], accum, *head[6:], *out, accum_scale, accum_zp, ADD.in_place, 1.0, *post)
     return ops.QCONV_BINARY, new_args, extra
 
 
-def _linear_binary(
-    x: Node,
-    kwargs: dict[str, Any],
-    *,
-    head: tuple[Any, ...],
-    out: tuple[Any, ...],
-    post: tuple[Any, ...],
-    anchor: Node,
+def _linear_binary(  # noqa: PLR0917
+    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, anchor: Node
 ) -> tuple[Any, tuple[Any, ...]]:
     """``qlinear_pointwise.binary``: "add" into a quantized output, in-place "sum" into a
     float output when the added tensor is a buffer nobody reads afterwards."""
@@ -317,7 +266,7 @@ def _linear_binary(
         and all(u is anchor or u in past for u in other.users)
         and val(other).dtype == out[2]
     )
-    binary = "add" if kwargs.get("o_dtype") is not None or not overwritable else "sum"
+    binary = ADD.attr if kwargs.get("o_dtype") is not None or not overwritable else ADD.in_place
     target = ops.QLINEAR_BINARY_TENSOR if x.target is ops.QLINEAR_TENSOR else ops.QLINEAR_BINARY
     new_args = (*head[:6], other, head[6], *out, 1.0, 0, binary, 1.0, *post)
     return target, new_args

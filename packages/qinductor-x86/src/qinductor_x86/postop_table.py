@@ -1,0 +1,82 @@
+"""The x86 post-ops, one row each: the single declaration both halves of this package read.
+
+The quantizer's annotators fuse a row after the layer calls it names (recognising it by
+its module types and functions, as torchao 0.18's recipe does), and the lowering traces
+its PyTorch and fuses it into the oneDNN int8 kernels it names, with oneDNN's post-op
+attribute. The two lists of layers differ on purpose: the quantizer follows torchao's
+recipe, the lowering fuses whatever torch 2.13's kernels take. Adding a post-op is adding a
+row here; rows keep torchao's order, which decides who wins a node two patterns could take.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+KERNELS = frozenset({"conv", "linear"})
+
+
+@dataclass(frozen=True)
+class PostOp:
+    """One post-op. ``fn(x, *scalars)`` is its PyTorch (None: the lowering reaches it
+    through another row, as ReLU6 is a hardtanh); ``attr``/``algorithm`` are oneDNN's
+    names; ``after`` the layer calls the quantizer fuses it after; ``kernels`` the oneDNN
+    int8 kernels that fuse it; ``after_add``: it may also follow a fused add."""
+
+    name: str
+    fn: Callable[..., torch.Tensor] | None
+    attr: str = ""
+    sources: tuple[Any, ...] = ()
+    after: frozenset[str] = frozenset()
+    kernels: frozenset[str] = KERNELS
+    scalars: tuple[str, ...] = ()
+    algorithm: str = ""
+    after_add: bool = False
+
+    @property
+    def label(self) -> str:
+        """How a user knows it: its module's name (``ReLU6``), else its own."""
+        return next((s.__name__ for s in self.sources if isinstance(s, type)), self.name)
+
+
+@dataclass(frozen=True)
+class BinaryPostOp:
+    """A post-op with a second input, on either side; the lowering writes it into the
+    kernel as ``attr``, or as ``in_place`` into a buffer nobody reads afterwards."""
+
+    name: str
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    attr: str
+    in_place: str
+    sources: tuple[Any, ...]
+
+
+_CONV2D, _LINEAR = frozenset({"conv2d"}), frozenset({"linear"})
+
+POST_OPS: tuple[PostOp, ...] = (
+    PostOp("relu", torch.relu, "relu", (nn.ReLU, F.relu, F.relu_),
+           frozenset({"conv2d", "conv1d", "linear"}), after_add=True),
+    PostOp("hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), _CONV2D,
+           scalars=("min_value", "max_value")),
+    PostOp("hardswish", F.hardswish, "hardswish", (nn.Hardswish,), _CONV2D),
+    PostOp("relu6", None, sources=(nn.ReLU6,), after=_CONV2D),
+    PostOp("silu", F.silu, "swish", (nn.SiLU,), _CONV2D),
+    PostOp("leaky_relu", F.leaky_relu, "leaky_relu", (nn.LeakyReLU,), _LINEAR, _LINEAR,
+           scalars=("negative_slope",)),
+    PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), _LINEAR, _LINEAR),
+    PostOp("gelu", F.gelu, "gelu", (nn.GELU,), _LINEAR, _LINEAR, algorithm="none"),
+    # nn.GELU's other form: the quantizer's gelu row already claims every nn.GELU
+    PostOp("gelu(tanh)", partial(F.gelu, approximate="tanh"), "gelu", kernels=_LINEAR,
+           algorithm="tanh"),
+)
+
+ADD = BinaryPostOp(
+    "add", operator.add, "add", "sum", (operator.add, torch.add, operator.iadd, "add", "add_")
+)
