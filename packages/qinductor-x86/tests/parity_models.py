@@ -17,9 +17,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx import GraphModule, Node
-from torchao.quantization.pt2e.quantizer import Quantizer, SharedQuantizationSpec
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+from torch.fx import GraphModule
+from torchao.quantization.pt2e.quantizer import Quantizer
+
+from qcore.testing.annotations import annotation_texts
 
 # -- models ------------------------------------------------------------------------------
 
@@ -320,70 +321,6 @@ def quantizer_for(module: Any, config: str) -> Any:
     return configure(module, module.X86InductorQuantizer())
 
 
-# -- annotations as text -----------------------------------------------------------------
-
-
-def _spec_text(spec: Any) -> str | None:
-    """``uint8[0,255] per_tensor_affine axis=None static HistogramObserver(eps=...)`` or
-    ``shared(a->b)``."""
-    if spec is None:
-        return None
-    if isinstance(spec, SharedQuantizationSpec):
-        edge = spec.edge_or_node
-        return (
-            f"shared({'->'.join(n.name for n in edge) if isinstance(edge, tuple) else edge.name})"
-        )
-    ctr = spec.observer_or_fake_quant_ctr
-    partial = getattr(ctr, "p", None)
-    ctr_name = getattr(getattr(partial, "func", ctr), "__name__", repr(ctr))
-    args = ",".join(
-        f"{k}={_arg_text(v)}" for k, v in sorted(getattr(partial, "keywords", {}).items())
-    )
-    kind = "dynamic" if spec.is_dynamic else "static"
-    return (
-        f"{str(spec.dtype).removeprefix('torch.')}[{spec.quant_min},{spec.quant_max}] "
-        f"{str(spec.qscheme).removeprefix('torch.')} axis={spec.ch_axis} {kind} {ctr_name}({args})"
-    )
-
-
-def _arg_text(value: Any) -> str:
-    """Observer arguments, including ``Observer.with_args(...)`` ones."""
-    partial = getattr(value, "p", None)
-    if partial is not None:
-        inner = ",".join(f"{k}={v!r}" for k, v in sorted(partial.keywords.items()))
-        return f"{partial.func.__name__}({inner})"
-    return str(getattr(value, "__name__", repr(value)))
-
-
-def _ends_int8_pattern(annotation: Any) -> bool:
-    """torchao's ``_is_output_of_quantized_pattern``, ours ``quantized_output``."""
-    return bool(
-        getattr(annotation, "_is_output_of_quantized_pattern", False)
-        or getattr(annotation, "quantized_output", False)
-    )
-
-
-def annotations(gm: GraphModule) -> dict[str, Any]:
-    """Node name -> its annotation as plain data: whether it is claimed, input specs by
-    input name, output spec, and whether it ends an int8 pattern."""
-    result: dict[str, Any] = {}
-    for node in gm.graph.nodes:
-        ann = node.meta.get(Q_ANNOTATION_KEY)
-        if ann is None:
-            continue
-        entry: dict[str, Any] = {"annotated": bool(ann._annotated)}
-        if ann.input_qspec_map:
-            entry["inputs"] = {
-                n.name: _spec_text(q) for n, q in ann.input_qspec_map.items() if isinstance(n, Node)
-            }
-        if ann.output_qspec is not None:
-            entry["output"] = _spec_text(ann.output_qspec)
-        if _ends_int8_pattern(ann):
-            entry["int8_out"] = True
-        result[node.name] = entry
-    return result
-
-
 def quantizing(annotated: dict[str, Any]) -> dict[str, Any]:
     """The entries that quantize something (specs or an int8 output), without the claimed
     but empty ones."""
@@ -404,7 +341,7 @@ class Recording(Quantizer):  # type: ignore[misc]
 
     def annotate(self, model: GraphModule) -> GraphModule:
         self.inner.annotate(model)
-        self.seen = annotations(model)
+        self.seen = annotation_texts(model)
         return model
 
     def validate(self, model: GraphModule) -> None:

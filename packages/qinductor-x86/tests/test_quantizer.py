@@ -15,6 +15,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
+from qcore.testing.annotations import spec_text
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
@@ -36,7 +37,7 @@ def vnni_target() -> Iterator[None]:
 
 def _text(config: object) -> list[object]:
     specs = ("input_activation", "output_activation", "weight", "bias")
-    return [pm._spec_text(getattr(config, s)) for s in specs] + [config.is_qat]  # type: ignore[attr-defined]
+    return [spec_text(getattr(config, s)) for s in specs] + [config.is_qat]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=str)

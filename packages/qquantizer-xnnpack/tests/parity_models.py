@@ -10,9 +10,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx import GraphModule, Node
+from torch.fx import GraphModule
 
 from qcore import metrics
+from qcore.testing.annotations import annotation_texts
 
 
 class ResNetish(nn.Module):
@@ -168,57 +169,11 @@ def exported(name: str) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
     return gm, example
 
 
-def _spec_text(spec: Any) -> str | None:
-    """One line per spec: ``int8[-128,127] per_tensor_affine axis=None static
-    HistogramObserver(eps=0.000244)`` or ``shared(a->b)``."""
-    from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
-
-    if spec is None:
-        return None
-    if isinstance(spec, SharedQuantizationSpec):
-        edge = spec.edge_or_node
-        return (
-            f"shared({'->'.join(n.name for n in edge) if isinstance(edge, tuple) else edge.name})"
-        )
-    ctr = spec.observer_or_fake_quant_ctr
-    partial = getattr(ctr, "p", None)
-    ctr_name = getattr(getattr(partial, "func", ctr), "__name__", repr(ctr))
-    args = ",".join(
-        f"{k}={getattr(v, '__name__', repr(v))}"
-        for k, v in sorted(getattr(partial, "keywords", {}).items())
-    )
-    kind = "dynamic" if spec.is_dynamic else "static"
-    return (
-        f"{str(spec.dtype).removeprefix('torch.')}[{spec.quant_min},{spec.quant_max}] "
-        f"{str(spec.qscheme).removeprefix('torch.')} axis={spec.ch_axis} {kind} {ctr_name}({args})"
-    )
-
-
-def annotations(gm: GraphModule) -> dict[str, Any]:
-    """Node name -> its annotation as plain data (inputs by node name, specs by fields)."""
-    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
-
-    result: dict[str, Any] = {}
-    for node in gm.graph.nodes:
-        ann = node.meta.get(Q_ANNOTATION_KEY)
-        if ann is None:
-            continue
-        entry: dict[str, Any] = {"annotated": bool(ann._annotated)}
-        if ann.input_qspec_map:
-            entry["inputs"] = {
-                n.name: _spec_text(q) for n, q in ann.input_qspec_map.items() if isinstance(n, Node)
-            }
-        if ann.output_qspec is not None:
-            entry["output"] = _spec_text(ann.output_qspec)
-        result[node.name] = entry
-    return result
-
-
 def annotate_with(quantizer: Any, name: str) -> dict[str, Any]:
     gm, _ = exported(name)
     gm = quantizer.transform_for_annotation(gm)
     quantizer.annotate(gm)
-    return annotations(gm)
+    return annotation_texts(gm)
 
 
 def quantize_with(

@@ -10,6 +10,7 @@ from typing import Any
 import parity_models as pm
 import pytest
 
+from qcore.testing.annotations import differences
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 TABLE: dict[str, Any] = json.loads(
@@ -30,10 +31,6 @@ def test_annotations_match_executorch(model: str, config: str) -> None:
     )
     ours = pm.annotate_with(quantizer, model)
     expected = TABLE[f"{model}/{config}"]
-    diff = {
-        node: {"executorch": expected.get(node), "ours": ours.get(node)}
-        for node in sorted(set(expected) | set(ours))
-        if expected.get(node) != ours.get(node)
-    }
+    diff = differences(expected, ours, "executorch")
     assert not diff, json.dumps(diff, indent=1)
     assert any("output" in a or "inputs" in a for a in ours.values())

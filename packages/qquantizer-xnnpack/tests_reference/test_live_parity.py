@@ -57,7 +57,7 @@ def _scoped_annotations(quantizer: Any) -> dict[str, Any]:
     gm = torch.export.export(Blocks().eval(), (torch.randn(2, 8),)).module()
     gm = quantizer.transform_for_annotation(gm)
     quantizer.annotate(gm)
-    return pm.annotations(gm)
+    return pm.annotation_texts(gm)
 
 
 @pytest.mark.parametrize(
