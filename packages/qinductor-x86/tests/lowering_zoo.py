@@ -9,10 +9,12 @@ model and the float model, never outputs of the lowering itself.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -231,6 +233,38 @@ def compile_and_run(model: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[torch
     with torch.no_grad():
         output, code = run_and_get_code(torch.compile(model), *inputs)
     return output, "\n".join(code)
+
+
+@dataclass
+class Lowered:
+    """One compile under this package's lowering: the eager converted output it must
+    match, the compiled output, Inductor's generated code and the lowering's report."""
+
+    expected: torch.Tensor
+    output: torch.Tensor
+    code: str
+    report: Any
+
+    @property
+    def kernels(self) -> list[str]:
+        return int8_kernel_calls(self.code)
+
+    @property
+    def relative_l2(self) -> float:
+        return relative_l2(self.expected, self.output)
+
+
+def lower(converted: Any, inputs: tuple[torch.Tensor, ...], *scopes: Any) -> Lowered:
+    """Run ``converted`` eagerly, then compile it with the x86 lowering installed (inside
+    ``scopes`` too, e.g. a target override) and run it."""
+    with torch.no_grad():
+        expected = converted(*inputs)
+    lowering = qcore.get_lowering("x86")
+    with fresh_compile(), contextlib.ExitStack() as stack:
+        for scope in (*scopes, lowering):
+            stack.enter_context(scope)
+        output, code = compile_and_run(converted, inputs)
+    return Lowered(expected, output, code, lowering.report())
 
 
 def int8_kernel_calls(code: str) -> list[str]:

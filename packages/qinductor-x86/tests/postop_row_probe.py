@@ -53,19 +53,14 @@ torch.manual_seed(0)
 model, inputs = LinearTanh().eval(), (zoo.example(4, 8),)
 exported = torch.export.export(model, inputs).module()
 annotated = qcore.get_quantizer("x86").annotate(copy.deepcopy(exported))
-converted = zoo.quantize(model, inputs, "x86")
-with torch.no_grad():
-    expected = converted(*inputs)
-lowering = qcore.get_lowering("x86")
-with zoo.fresh_compile(), lowering:
-    output, code = zoo.compile_and_run(converted, inputs)
+lowered = zoo.lower(zoo.quantize(model, inputs, "x86"), inputs)
 out.write_text(
     json.dumps(
         {
             "shipped_row_is_the_new_row": shipped == [TANH],
             "tanh_annotated": Q_ANNOTATION_KEY in tanh_node(annotated).meta,
-            "lowered": dict(lowering.report().lowered),
-            "relative_l2": zoo.relative_l2(expected, output),
+            "lowered": dict(lowered.report.lowered),
+            "relative_l2": lowered.relative_l2,
         }
     )
 )
