@@ -28,7 +28,6 @@ import torch
 import torchao_reference
 from torch._inductor import config as inductor_config
 from torch._inductor.utils import run_and_get_code
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.metrics import sqnr
@@ -43,18 +42,11 @@ KERNEL = re.compile(r"torch\.ops\.onednn\.(q(?:conv|linear)\w*)")
 def lower(
     module: Any, name: str, target: AbstractContextManager[Any], **options: Any
 ) -> dict[str, Any]:
-    model, example = pm.build(name)
-    inputs = pm.lookup(name)[1]
     with target:
         quantizer = module.X86InductorQuantizer().set_global(
             module.get_default_x86_inductor_quantization_config(**options)
         )
-        prepared = prepare_pt2e(pm.exported(model, example), quantizer)
-        with torch.no_grad():
-            for seed in range(1, 5):
-                prepared(*inputs(seed))
-        converted = convert_pt2e(prepared)
-    held_out = inputs(100)
+        converted, model, held_out = pm.convert(quantizer, name)
     torch._dynamo.reset()
     with torch.no_grad(), inductor_config.patch(freezing=True):
         eager = converted(*held_out)

@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import lowering_zoo as zoo
 import parity_models as pm
 import torch
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.metrics import sqnr
@@ -44,14 +43,7 @@ MODELS = {
 
 
 def measure(name: str, quantizer: Any, lowering: Any = None) -> dict[str, Any]:
-    model, example = pm.build(name)
-    inputs = pm.lookup(name)[1]
-    prepared = prepare_pt2e(pm.exported(model, example), quantizer)
-    with torch.no_grad():
-        for seed in range(1, 5):
-            prepared(*inputs(seed))
-    converted = convert_pt2e(prepared)
-    held_out = inputs(100)
+    converted, model, held_out = pm.convert(quantizer, name)
     with torch.no_grad():
         eager, reference = converted(*held_out), model(*held_out)
     with zoo.fresh_compile(), lowering if lowering is not None else nullcontext():

@@ -379,11 +379,11 @@ def quantize_with(
     return quantize(quantizer_for(module, config), name, CONFIGS[config][1], calib_batches)
 
 
-def quantize(
+def convert(
     quantizer: Any, name: str, qat: bool = False, calib_batches: int = 4
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(quantized output, float output) on a held-out batch after calibration (for QAT:
-    a few training-mode passes, then eval)."""
+) -> tuple[GraphModule, nn.Module, tuple[torch.Tensor, ...]]:
+    """(converted model, float model, a held-out batch) after calibration (for QAT: a few
+    training-mode passes, then eval)."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
@@ -396,7 +396,13 @@ def quantize(
             prepared(*inputs(seed))
     if qat:
         move_exported_model_to_eval(prepared)
-    converted = convert_pt2e(prepared)
-    held_out = inputs(100)
+    return convert_pt2e(prepared), reference.eval(), inputs(100)
+
+
+def quantize(
+    quantizer: Any, name: str, qat: bool = False, calib_batches: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(quantized output, float output) on a held-out batch after calibration."""
+    converted, reference, held_out = convert(quantizer, name, qat, calib_batches)
     with torch.no_grad():
-        return converted(*held_out), reference.eval()(*held_out)
+        return converted(*held_out), reference(*held_out)

@@ -77,6 +77,16 @@ def _conv_bn(
     return nn.Sequential(*layers)
 
 
+def _imagenet_stem(channels: int) -> nn.Sequential:
+    """ResNet's and DenseNet's stem: 7x7 stride-2 conv, BN, ReLU, 3x3 stride-2 max pool."""
+    return nn.Sequential(
+        nn.Conv2d(3, channels, 7, 2, 3, bias=False),
+        nn.BatchNorm2d(channels),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1),
+    )
+
+
 class _SqueezeExcitation(nn.Module):
     """torchvision.ops.SqueezeExcitation: pool, 1x1 conv, act, 1x1 conv, gate, multiply."""
 
@@ -157,12 +167,7 @@ class ResNet50(nn.Module):
         classes: int = _CLASSES,
     ) -> None:
         super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, stem, 7, 2, 3, bias=False),
-            nn.BatchNorm2d(stem),
-            nn.ReLU(),
-            nn.MaxPool2d(3, 2, 1),
-        )
+        self.stem = _imagenet_stem(stem)
         stages: list[nn.Module] = []
         c_in = stem
         for index, (width, count) in enumerate(zip(planes, blocks, strict=True)):
@@ -349,12 +354,7 @@ class DenseNet121(nn.Module):
         classes: int = _CLASSES,
     ) -> None:
         super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, init_features, 7, 2, 3, bias=False),
-            nn.BatchNorm2d(init_features),
-            nn.ReLU(),
-            nn.MaxPool2d(3, 2, 1),
-        )
+        self.stem = _imagenet_stem(init_features)
         stages: list[nn.Module] = []
         channels = init_features
         for index, count in enumerate(blocks):
@@ -463,15 +463,22 @@ class RegNet(nn.Module):
 # -------------------------------------------------------------------------- MobileNetV3
 
 
-class _MobileV3Block(nn.Module):
-    """MobileNetV3 inverted residual: 1x1 expand, depthwise kxk, optional SE with a hard
-    sigmoid gate, 1x1 project (no activation), residual when the shape is kept."""
+class _InvertedResidual(nn.Module):
+    """MobileNetV3's and EfficientNet's block: 1x1 expand, depthwise kxk, optional SE
+    (``se``: squeeze width, its activation, its gate), 1x1 project (no activation);
+    residual when the shape is kept."""
 
-    def __init__(
-        self, c_in: int, kernel: int, expanded: int, c_out: int, *, se: bool, hs: bool, stride: int
+    def __init__(  # noqa: PLR0917 (the block's published parameters)
+        self,
+        c_in: int,
+        expanded: int,
+        c_out: int,
+        kernel: int,
+        stride: int,
+        act: Callable[[], nn.Module],
+        se: tuple[int, Callable[[], nn.Module], Callable[[], nn.Module]] | None,
     ) -> None:
         super().__init__()
-        act: Callable[[], nn.Module] = nn.Hardswish if hs else nn.ReLU
         self.use_residual = stride == 1 and c_in == c_out
         layers: list[nn.Module] = []
         if expanded != c_in:
@@ -479,9 +486,8 @@ class _MobileV3Block(nn.Module):
         layers.append(
             _conv_bn(expanded, expanded, kernel, stride, groups=expanded, act=act, eps=0.001)
         )
-        if se:
-            squeeze = _make_divisible(expanded // 4)
-            layers.append(_SqueezeExcitation(expanded, squeeze, nn.ReLU, nn.Hardsigmoid))
+        if se is not None:
+            layers.append(_SqueezeExcitation(expanded, *se))
         layers.append(_conv_bn(expanded, c_out, 1, act=None, eps=0.001))
         self.block = nn.Sequential(*layers)
 
@@ -529,7 +535,15 @@ class MobileNetV3(nn.Module):
         for c_in, kernel, expanded, out, se, hs, stride in _MOBILENET_V3_SMALL:
             c_out = ch(out)
             layers.append(
-                _MobileV3Block(ch(c_in), kernel, ch(expanded), c_out, se=se, hs=hs, stride=stride)
+                _InvertedResidual(
+                    ch(c_in),
+                    ch(expanded),
+                    c_out,
+                    kernel,
+                    stride,
+                    nn.Hardswish if hs else nn.ReLU,
+                    (_make_divisible(ch(expanded) // 4), nn.ReLU, nn.Hardsigmoid) if se else None,
+                )
             )
         last_conv = 6 * c_out
         layers.append(_conv_bn(c_out, last_conv, 1, act=nn.Hardswish, eps=0.001))
@@ -632,27 +646,6 @@ class MnasNet(nn.Module):
 # -------------------------------------------------------------------------- EfficientNet
 
 
-class _MBConv(nn.Module):
-    """EfficientNet MBConv: 1x1 expand (SiLU), depthwise kxk (SiLU), SE (SiLU, sigmoid
-    gate, squeeze = input / 4), 1x1 project; residual when the shape is kept."""
-
-    def __init__(self, expand: int, kernel: int, stride: int, c_in: int, c_out: int) -> None:
-        super().__init__()
-        mid = c_in * expand
-        self.use_residual = stride == 1 and c_in == c_out
-        layers: list[nn.Module] = []
-        if mid != c_in:
-            layers.append(_conv_bn(c_in, mid, 1, act=nn.SiLU, eps=0.001))
-        layers.append(_conv_bn(mid, mid, kernel, stride, groups=mid, act=nn.SiLU, eps=0.001))
-        layers.append(_SqueezeExcitation(mid, max(1, c_in // 4), nn.SiLU, nn.Sigmoid))
-        layers.append(_conv_bn(mid, c_out, 1, act=None, eps=0.001))
-        self.block = nn.Sequential(*layers)
-
-    def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.block(x)
-        return out + x if self.use_residual else out
-
-
 #: EfficientNet-B0's stages: expand ratio, kernel, stride, input, output, layers.
 _EFFICIENTNET_B0 = (
     (1, 3, 1, 32, 16, 1),
@@ -693,13 +686,11 @@ class EfficientNet(nn.Module):
         ):
             c_out = ch(out)
             for r in range(count):
+                width = ch(c_in) if r == 0 else c_out
+                squeeze = (max(1, width // 4), nn.SiLU, nn.Sigmoid)
                 blocks.append(
-                    _MBConv(
-                        expand,
-                        kernel,
-                        stride if r == 0 else 1,
-                        ch(c_in) if r == 0 else c_out,
-                        c_out,
+                    _InvertedResidual(
+                        width, width * expand, c_out, kernel, stride if r == 0 else 1, nn.SiLU, squeeze
                     )
                 )
         last = 4 * c_out
