@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 import qcore
 from qcore.errors import PluginConflictError, PluginError
 from qcore.testing.fakes import FakeDist
+from qcore.testing.fresh import run_fresh
 
 
 def test_missing_module_leaves_first_party_plugins_working(fake_dist: FakeDist) -> None:
@@ -44,6 +42,6 @@ def test_backend_lookup_imports_only_that_plugin() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('qbackend_executorch', "
         "'qquantizer_', 'qinductor_', 'torchao', 'torch._inductor'))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
+    out = run_fresh(code)
+    assert out.ok, out.describe()
     assert out.stdout.strip() == "[]"

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch.ao.quantization.backend_config.utils  # noqa: F401  (upstream fresh-process bug)
 from torch.ao.quantization.backend_config import get_executorch_backend_config
 
 import qcore
 from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.fresh import run_fresh
 from qcore.testing.fusion import fusion_failures
 from qcore.testing.parity import compare_backend_configs
 
@@ -40,8 +38,8 @@ def test_no_fusion_needs_an_upstream_fuser_bug_exemption(monkeypatch: pytest.Mon
 
 def test_builds_in_a_fresh_interpreter() -> None:
     code = "import qcore; print(qcore.get_backend_config('executorch').name)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    done = run_fresh(code)
+    assert done.ok, done.describe()
     assert done.stdout.strip() == "executorch"
 
 

@@ -12,8 +12,6 @@ field of the other 219, must still be identical.
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -31,6 +29,7 @@ import qcore
 from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
 from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing.fresh import run_fresh
 from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.parity import compare_backend_configs
 
@@ -95,8 +94,8 @@ def test_ours_fuses_or_declines_each_known_upstream_fuser_bug(
 
 def test_builds_in_a_fresh_interpreter() -> None:
     code = "import qcore; print(qcore.get_backend_config('onednn').name)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+    done = run_fresh(code)
+    assert done.ok, done.describe()
     assert done.stdout.strip() == "onednn"
 
 

@@ -3,8 +3,6 @@ user's own Inductor passes and is idempotent, uninstalling restores exactly."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import lowering_zoo as zoo
@@ -15,6 +13,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_file
 
 import qcore
 from qcore.plugin_api import Lowering
+from qcore.testing.fresh import run_fresh
 
 #: Every Inductor hook that takes custom graph passes.
 ALL_HOOKS = (
@@ -65,8 +64,8 @@ def test_importing_and_getting_the_lowering_changes_no_inductor_hook() -> None:
         "assert before == after, (before, after)\n"
         "print('unchanged')"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_fresh(code)
+    assert result.ok, result.describe()
     assert result.stdout.strip().endswith("unchanged")
 
 

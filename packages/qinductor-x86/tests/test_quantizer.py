@@ -16,6 +16,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
 from qcore.testing.annotations import spec_text
+from qcore.testing.fresh import run_fresh
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
@@ -171,8 +172,6 @@ def test_mixing_qat_and_ptq_configs_warns_and_keeps_the_first() -> None:
 
 def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
     """Unlike torchao's x86 quantizer module, which installs its Inductor passes."""
-    import subprocess
-    import sys
 
     code = (
         "import sys, torch._inductor.config as c\n"
@@ -187,6 +186,6 @@ def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
         "assert 'torchao.quantization.pt2e.inductor_passes.x86' not in sys.modules\n"
         "print(type(q).__name__)"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_fresh(code)
+    assert run.ok, run.describe()
     assert run.stdout.strip().endswith("X86InductorQuantizer")
