@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch.ao.quantization.backend_config.utils  # noqa: F401  (upstream fresh-process bug)
 from torch.ao.quantization.backend_config import get_executorch_backend_config
 
 import qcore
-from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing import extensions_disabled
 from qcore.testing.fresh import run_fresh
 from qcore.testing.fusion import fusion_failures
 from qcore.testing.parity import compare_backend_configs
 
 
-def _without_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_extensions() -> Iterator[None]:
     """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
-    extensions = [n for n in REGISTRY.names("backend-extension") if n.startswith("executorch.")]
-    monkeypatch.setenv(DISABLE_ENV, ",".join(extensions))
+    with extensions_disabled("backend-extension", "executorch"):
+        yield
 
-
-def test_identical_to_torch_executorch_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    _without_extensions(monkeypatch)
+def test_identical_to_torch_executorch_config(no_extensions: None) -> None:
     ours = qcore.get_backend_config("executorch")
     reference = get_executorch_backend_config()
     assert compare_backend_configs(ours, reference) == []
@@ -28,10 +29,9 @@ def test_identical_to_torch_executorch_config(monkeypatch: pytest.MonkeyPatch) -
     assert len(ours.configs) == len(reference.configs) == 84
 
 
-def test_no_fusion_needs_an_upstream_fuser_bug_exemption(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_fusion_needs_an_upstream_fuser_bug_exemption(no_extensions: None) -> None:
     """Unlike oneDNN's Linear -> tanh / leaky_relu, every fusion of torch's ExecuTorch
     config runs in torch's own fuse pass, so parity above compares every fuser as is."""
-    _without_extensions(monkeypatch)
     assert fusion_failures(get_executorch_backend_config()) == {}
     assert fusion_failures(qcore.get_backend_config("executorch")) == {}
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from torch.ao.quantization.backend_config import get_onednn_backend_config
 
 import qcore
-from qcore.testing import assert_conformant
+from qcore.testing import assert_backend_conformant
 
 
 def test_onednn_is_conformant_and_every_pattern_runs() -> None:
-    results = assert_conformant("backend", "onednn")
-    runs = [r for r in results if r.check == "prepare-convert"]
-    patterns = qcore.get_backend_config("onednn").configs  # with installed extensions
-    assert len(runs) == len(patterns)
-    assert len(patterns) >= len(get_onednn_backend_config().configs)  # torch's 221
+    results = assert_backend_conformant("onednn")
+    assert len(qcore.get_backend_config("onednn").configs) >= len(
+        get_onednn_backend_config().configs  # torch's 221
+    )
     assert {r.check for r in results} == {"load", "well-formed", "fuser-method", "prepare-convert"}

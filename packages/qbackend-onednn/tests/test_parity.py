@@ -28,7 +28,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 import qcore
 from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
-from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.testing import extensions_disabled
 from qcore.testing.fresh import run_fresh
 from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.parity import compare_backend_configs
@@ -38,14 +38,14 @@ from qcore.testing.parity import compare_backend_configs
 KNOWN_UPSTREAM_FUSER_BUGS = frozenset({(torch.tanh, nn.Linear), (F.leaky_relu, nn.Linear)})
 
 
-def _without_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
+
+@pytest.fixture
+def no_extensions() -> Iterator[None]:
     """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
-    extensions = [n for n in REGISTRY.names("backend-extension") if n.startswith("onednn.")]
-    monkeypatch.setenv(DISABLE_ENV, ",".join(extensions))
+    with extensions_disabled("backend-extension", "onednn"):
+        yield
 
-
-def test_identical_to_torch_onednn_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    _without_extensions(monkeypatch)
+def test_identical_to_torch_onednn_config(no_extensions: None) -> None:
     ours = qcore.get_backend_config("onednn")
     reference = get_onednn_backend_config()
     assert (
@@ -72,9 +72,8 @@ def test_known_upstream_fuser_bugs_are_exactly_torchs_crashing_fusions() -> None
 
 
 def test_ours_fuses_or_declines_each_known_upstream_fuser_bug(
-    monkeypatch: pytest.MonkeyPatch,
+    no_extensions: None,
 ) -> None:
-    _without_extensions(monkeypatch)
     ours = qcore.get_backend_config("onednn")
     by_key = {pattern_key(c): c for c in ours.configs}
     assert fusion_failures(ours) == {
@@ -132,9 +131,8 @@ def _quantize(model: nn.Module, backend_config: object, data: list[torch.Tensor]
 
 
 def test_fx_flow_bit_identical_to_torch_config(
-    onednn_engine: object, monkeypatch: pytest.MonkeyPatch
+    onednn_engine: object, no_extensions: None
 ) -> None:
-    _without_extensions(monkeypatch)
     torch.manual_seed(0)
     model = _Net().eval()
     with torch.no_grad():
