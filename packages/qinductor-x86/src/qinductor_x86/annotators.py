@@ -132,24 +132,6 @@ def fusion_annotator(*fusions: Fusion) -> AnnotateFn:
 # -- single ops ------------------------------------------------------------------------
 
 
-def annotate_matmul(
-    gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
-) -> Partitions:
-    """Both operands of ``matmul`` quantized (opt-in: a global config never selects it)."""
-    partitions = []
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target != aten.matmul.default:
-            continue
-        if is_annotated([node]) or not passes(filter_fn, [node]):
-            continue
-        operands = [a for a in node.args if isinstance(a, Node)]
-        annotate_node(
-            node, dict.fromkeys(operands, get_input_act_qspec(config)), quantized_output=True
-        )
-        partitions.append([node])
-    return partitions
-
-
 def _same_shape_tensors(node: Node) -> bool:
     if len(node.args) != 2 or not all(isinstance(a, Node) for a in node.args):
         return False
@@ -157,23 +139,34 @@ def _same_shape_tensors(node: Node) -> bool:
     return all(is_fake_tensor(v) for v in values) and values[0].shape == values[1].shape
 
 
-def annotate_mul(
-    gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
-) -> Partitions:
-    """Element-wise ``mul`` of two tensors of one shape (no broadcast, no scalar)."""
-    partitions = []
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target != aten.mul.Tensor:
-            continue
-        if is_annotated([node]) or not passes(filter_fn, [node]):
-            continue
-        if not _same_shape_tensors(node):
-            continue
-        annotate_node(
-            node, dict.fromkeys(node.args, get_input_act_qspec(config)), quantized_output=True
-        )
-        partitions.append([node])
-    return partitions
+def operands_annotator(
+    target: Any, accept: Callable[[Node], bool] = lambda _: True
+) -> AnnotateFn:
+    """Quantize every tensor operand of each ``target`` node that ``accept`` takes; its
+    output ends an int8 pattern."""
+
+    def annotate(
+        gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
+    ) -> Partitions:
+        partitions = []
+        for node in gm.graph.nodes:
+            if node.op != "call_function" or node.target != target or not accept(node):
+                continue
+            if is_annotated([node]) or not passes(filter_fn, [node]):
+                continue
+            operands = [a for a in node.args if isinstance(a, Node)]
+            qspec = get_input_act_qspec(config)
+            annotate_node(node, dict.fromkeys(operands, qspec), quantized_output=True)
+            partitions.append([node])
+        return partitions
+
+    return annotate
+
+
+#: Both operands of ``matmul`` (opt-in: a global config never selects it).
+annotate_matmul = operands_annotator(aten.matmul.default)
+#: Element-wise ``mul`` of two tensors of one shape (no broadcast, no scalar).
+annotate_mul = operands_annotator(aten.mul.Tensor, _same_shape_tensors)
 
 
 # -- why a node stayed in float (for qcore.explain_not_quantized) -----------------------
