@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from executorch_flow import ptq, quantize_nodes, run, torch_executorch_config
@@ -21,10 +19,10 @@ from torch.ao.quantization import (
     get_default_qconfig_mapping,
 )
 from torch.ao.quantization.backend_config import BackendConfig
-from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_qat_fx
 
 import qcore
-from qcore.testing.models import ModelCase, all_cases, case, sqnr, train_toward_float
+from qcore.testing.flows import qat
+from qcore.testing.models import ModelCase, all_cases, case, sqnr
 
 CASES = all_cases()
 # torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
@@ -118,16 +116,6 @@ QAT_CASES = [
 @pytest.mark.parametrize("name", QAT_CASES)
 def test_qat_flow(name: str) -> None:
     """prepare_qat_fx, a few SGD steps towards the float outputs, reference convert."""
-    model_case = case(name)
-    float_model = model_case.model()
-    config = qcore.get_backend_config("executorch")
-    mapping = qcore.get_qconfig_mapping("executorch", is_qat=True)
-    prepared = prepare_qat_fx(
-        copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
-    )
-    train_toward_float(prepared, float_model, model_case.calibration_batches())
-    prepared.eval()
-    simulated = run(prepared, model_case)
-    out = run(convert_to_reference_fx(prepared, backend_config=config), model_case)
+    float_out, simulated, out = qat(case(name), "executorch", reference=True)
     assert sqnr(simulated, out) >= 25, "the converted model departs from its QAT simulation"
-    assert sqnr(run(float_model, model_case), out) >= MIN_SQNR_DB
+    assert sqnr(float_out, out) >= MIN_SQNR_DB

@@ -3,7 +3,6 @@ there is no other difference."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +21,8 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 
 import qcore
 from qbackend_onednn.mapping import CONV_TRANSPOSE_OPS, EMBEDDING_MODULES, fused_module_type_chains
-from qcore.testing.models import ModelCase, case, sqnr, train_toward_float
+from qcore.testing.flows import qat
+from qcore.testing.models import ModelCase, case, sqnr
 
 
 @pytest.fixture(autouse=True)
@@ -198,19 +198,9 @@ QAT_CASES = [
 @pytest.mark.parametrize("name", QAT_CASES)
 def test_qat_flow(name: str) -> None:
     """prepare_qat_fx, a few SGD steps towards the float outputs, convert_fx."""
-    model_case = case(name)
-    float_model = model_case.model()
-    config = qcore.get_backend_config("onednn")
-    mapping = qcore.get_qconfig_mapping("onednn", is_qat=True, model=float_model)
-    prepared = prepare_qat_fx(
-        copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
-    )
-    train_toward_float(prepared, float_model, model_case.calibration_batches())
-    prepared.eval()
-    simulated = run(prepared, model_case)
-    out = run(convert_fx(prepared, backend_config=config), model_case)
+    float_out, simulated, out = qat(case(name), "onednn")
     assert sqnr(simulated, out) >= 30, "the converted model departs from its QAT simulation"
-    assert sqnr(run(float_model, model_case), out) >= 30
+    assert sqnr(float_out, out) >= 30
 
 
 class _LinearFunctionalTanh(nn.Module):
