@@ -21,6 +21,7 @@ from torch.fx import GraphModule
 from torchao.quantization.pt2e.quantizer import Quantizer
 
 from qcore.testing.annotations import annotation_texts
+from qcore.testing.models import seeded
 
 # -- models ------------------------------------------------------------------------------
 
@@ -218,19 +219,15 @@ class Functional(nn.Module):
         return F.linear(z, self.fc.weight, self.fc.bias) + self.fc(z)
 
 
-def _inputs(*shape: int) -> Callable[[int], tuple[torch.Tensor, ...]]:
-    return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
-
-
 #: The parity zoo: name -> (model factory, example-input factory by seed)
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
-    "resnet": (ResNet, _inputs(2, 3, 16, 16)),
-    "mobilenet": (MobileNet, _inputs(2, 3, 16, 16)),
-    "inception": (Inception, _inputs(2, 4, 12, 12)),
-    "transformer": (Transformer, _inputs(2, 6, 16)),
-    "mlp": (MLP, _inputs(4, 20)),
-    "conv1d": (Conv1dNet, _inputs(2, 4, 10)),
-    "functional": (Functional, _inputs(2, 3, 8, 8)),
+    "resnet": (ResNet, seeded(2, 3, 16, 16)),
+    "mobilenet": (MobileNet, seeded(2, 3, 16, 16)),
+    "inception": (Inception, seeded(2, 4, 12, 12)),
+    "transformer": (Transformer, seeded(2, 6, 16)),
+    "mlp": (MLP, seeded(4, 20)),
+    "conv1d": (Conv1dNet, seeded(2, 4, 10)),
+    "functional": (Functional, seeded(2, 3, 8, 8)),
 }
 
 
@@ -268,10 +265,10 @@ REUSED: dict[
     str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]], str]
 ] = {
     "resnet_reused": (lambda: ResNet(reuse_relu=True), MODELS["resnet"][1], "resnet"),
-    "conv_reused": (ReusedConv, _inputs(2, 4, 8, 8), "conv_tied_twin"),
-    "relu_reused": (ReusedReLU, _inputs(4, 12), "relu_reused"),
+    "conv_reused": (ReusedConv, seeded(2, 4, 8, 8), "conv_tied_twin"),
+    "relu_reused": (ReusedReLU, seeded(4, 12), "relu_reused"),
 }
-TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), _inputs(2, 4, 8, 8))}
+TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), seeded(2, 4, 8, 8))}
 
 
 def lookup(name: str) -> tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]:

@@ -14,6 +14,7 @@ from torch.fx import GraphModule
 
 from qcore import metrics
 from qcore.testing.annotations import annotation_texts
+from qcore.testing.models import seeded
 
 
 class ResNetish(nn.Module):
@@ -134,18 +135,14 @@ class Functional(nn.Module):
         return F.linear(s, self.lw) + s.sum(dim=-1, keepdim=True)
 
 
-def _inputs(*shape: int) -> Callable[[int], tuple[torch.Tensor, ...]]:
-    return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
-
-
 #: name -> (model factory, example-input factory by seed)
 MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
-    "resnet": (ResNetish, _inputs(2, 3, 16, 16)),
-    "mobilenet": (MobileNetish, _inputs(2, 3, 16, 16)),
-    "transformer": (TransformerBlock, _inputs(2, 6, 16)),
-    "mlp": (MLP, _inputs(4, 20)),
-    "rnn": (RNN, _inputs(2, 5, 8)),
-    "functional": (Functional, _inputs(2, 4, 8, 8)),
+    "resnet": (ResNetish, seeded(2, 3, 16, 16)),
+    "mobilenet": (MobileNetish, seeded(2, 3, 16, 16)),
+    "transformer": (TransformerBlock, seeded(2, 6, 16)),
+    "mlp": (MLP, seeded(4, 20)),
+    "rnn": (RNN, seeded(2, 5, 8)),
+    "functional": (Functional, seeded(2, 4, 8, 8)),
 }
 #: config name -> get_symmetric_quantization_config options
 CONFIGS: dict[str, dict[str, bool]] = {
