@@ -6,6 +6,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any
 
+from qcore.int8.host import target
 from qinductor_x86.lowering.report import GraphRecord, LoweringReport
 
 
@@ -31,7 +32,7 @@ class X86Lowering:
     def install(self) -> None:
         if self.installed:
             return
-        from qcore.int8.host import target
+        # Inductor loads here, on first install, not when the plugin is looked up
         from qinductor_x86 import _torch_private as private
         from qinductor_x86.lowering import hooks, passes
 
