@@ -337,10 +337,3 @@ def _check_prepare_convert(
     state = "quantized" if _is_quantized(converted) else "left in float by the mapping"
     return True, f"{state}, SQNR {worst:.1f} dB"
 
-
-def coverage(results: Sequence[CheckResult]) -> str:
-    """One line for a report: how many patterns were synthesized and passed."""
-    runs = [r for r in results if r.check == "prepare-convert"]
-    missing = sum(1 for r in runs if "not synthesizable" in r.detail)
-    passed = sum(1 for r in runs if r.ok)
-    return f"prepare-convert: {passed}/{len(runs)} passed, {len(runs) - missing} synthesized"
