@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qcore.annotation.registry import ANNOTATORS
+from qcore.derived.names import derived_names
 from qcore.errors import PluginConflictError, PluginError
 from qcore.plugin_api import FactoryRef, Lowering, resolve
 from qcore.plugins import REGISTRY, PluginInfo
@@ -168,6 +169,8 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
     """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``."""
     from torchao.quantization.pt2e.quantizer import Quantizer
 
+    if name in derived_names():
+        return _derived_quantizer(name, **options)
     plugin = REGISTRY.load("quantizer", name)
     install_quantizer_extensions(name)
     return _build(
@@ -177,6 +180,26 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
         plugin.factory,
         Quantizer,
         caller_errors=(TypeError, ValueError),
+        **options,
+    )
+
+
+def _derived_quantizer(name: str, **options: Any) -> Quantizer:
+    """The PT2E quantizer derived from backend ``name`` (see :mod:`qcore.derived`);
+    options: ``is_qat``, ``is_dynamic``, ``model`` (passed to the backend's mapping)."""
+    from qcore.derived.quantizer import derived_quantizer
+    from qcore.describe import pattern_text
+
+    unknown = sorted(set(options) - {"is_qat", "is_dynamic", "model"})
+    if unknown:
+        raise TypeError(f"derived quantizer '{name}' takes is_qat, is_dynamic, model; got {unknown}")
+    REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
+    return derived_quantizer(
+        name,
+        f"derived from backend {name} ({REGISTRY.distribution('backend', name)})",
+        lambda: get_backend_config(name),
+        lambda **kw: get_qconfig_mapping(name, **kw),
+        pattern_text,
         **options,
     )
 

@@ -1,0 +1,30 @@
+"""Which quantizer names are derived from backends: read from entry-point metadata only,
+so ``qcore list`` stays free of imports."""
+
+from __future__ import annotations
+
+from qcore.plugins import REGISTRY, PluginInfo
+
+#: The entry-point column of a derived quantizer's ``qcore list`` row.
+DERIVED_ENTRY_POINT = "(derived)"
+
+
+def derived_names() -> list[str]:
+    """Backends with no quantizer plugin of the same name: each has a derived quantizer."""
+    quantizers = set(REGISTRY.names("quantizer"))
+    return [b for b in REGISTRY.names("backend") if b not in quantizers]
+
+
+def derived_rows(plugins: list[PluginInfo]) -> list[PluginInfo]:
+    """A ``qcore list`` row per derived quantizer, marked with the backend it comes from
+    (its status follows the backend's: a broken or disabled backend derives nothing)."""
+    backends = {p.name: p for p in plugins if p.kind == "backend"}
+    rows = []
+    for name in derived_names():
+        b = backends.get(name)
+        if b is None:
+            continue
+        status = f"derived from backend {name}" if b.status in ("available", "loaded") else b.status
+        rows.append(PluginInfo("quantizer", name, b.distribution, b.version,
+                               DERIVED_ENTRY_POINT, status, b.reason))  # fmt: skip
+    return rows
