@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from qcore import cli_errors
+from qcore.derived.names import derived_names, derived_rows
 from qcore.errors import PluginError, PluginNotFoundError
 from qcore.plugins import REGISTRY, foreign_qcore_reason
 from qcore.tables import terminal_width
@@ -41,7 +42,8 @@ def _cmd_list(_: argparse.Namespace) -> int:
     foreign = foreign_qcore_reason()
     if foreign:
         print(f"warning: {foreign}", file=sys.stderr)
-    print(describe_plugins(list_plugins(), width=terminal_width()))
+    plugins = list_plugins()
+    print(describe_plugins([*plugins, *derived_rows(plugins)], width=terminal_width()))
     return 0
 
 
@@ -49,9 +51,9 @@ def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
     """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``."""
     kind, _, name = spec.rpartition(":")
     candidates = [kind] if kind else list(kinds)
-    found = [(k, name) for k in candidates if name in REGISTRY.names(k)]
+    found = [(k, name) for k in candidates if name in _names(k)]
     if not found:
-        known = sorted({n for k in kinds for n in REGISTRY.names(k)})
+        known = sorted({n for k in kinds for n in _names(k)})
         raise PluginNotFoundError(
             f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})"
         )
@@ -84,7 +86,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     targets = (
         [pair for spec in args.names for pair in _resolve(spec, list(runners))]
         if args.names
-        else [(k, n) for k in runners for n in REGISTRY.names(k) if not _disabled(k, n)]
+        else [(k, n) for k in runners for n in _names(k) if not _disabled(k, n)]
     )
     failed = 0
     for kind, name in targets:
@@ -100,6 +102,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{kind}:{name}: {len(results) - len(bad)} passed, {len(bad)} failed")
         failed += bool(bad) or not results
     return 1 if failed else 0
+
+
+def _names(kind: str) -> list[str]:
+    """Plugin names of ``kind``; quantizers include those derived from backends."""
+    derived = derived_names() if kind == "quantizer" else []
+    return sorted({*REGISTRY.names(kind), *derived})
 
 
 def _disabled(kind: str, name: str) -> bool:

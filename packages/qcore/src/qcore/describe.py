@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from qcore.derived.names import derived_names
 from qcore.plugins import REGISTRY, PluginInfo
 from qcore.tables import render_notes, render_table, terminal_width
 
@@ -126,6 +127,8 @@ def describe_quantizer(name: str) -> str:
     from qcore.annotation.registry import ANNOTATORS
     from qcore.api import get_quantizer, install_quantizer_extensions
 
+    if name in derived_names():
+        return describe_derived_quantizer(name)
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
     install_quantizer_extensions(name)
@@ -147,6 +150,30 @@ def describe_quantizer(name: str) -> str:
         min_widths={"DESCRIPTION": 30},
     )
     return f"{header}\n{table}\n"
+
+
+def describe_derived_quantizer(name: str) -> str:
+    """A derived quantizer's annotators (one per pattern of its backend), then the
+    patterns it cannot express and why."""
+    from qcore.api import get_quantizer
+
+    quantizer: Any = get_quantizer(name)
+    rows = [[a.name, a.marks, a.description] for a in quantizer.annotators()]
+    owner = REGISTRY.distribution("backend", name)
+    header = (
+        f"quantizer {name} (derived from backend {name}, {owner}): {len(rows)} annotators"
+    )
+    table = render_table(
+        ["ANNOTATOR", "MODES", "PATTERN"], rows, width=terminal_width(),
+        min_widths={"PATTERN": 30},
+    )  # fmt: skip
+    skipped = [str(u) for u in quantizer.report()]
+    notes = (
+        f"\nnot derived (stays in float):\n{render_notes(skipped, terminal_width())}\n"
+        if skipped
+        else ""
+    )
+    return f"{header}\n{table}\n{notes}"
 
 
 def _with_source(description: str, source: str, owner: str) -> str:

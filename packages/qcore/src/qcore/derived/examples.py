@@ -103,9 +103,9 @@ def _count_wildcards(tree: Any) -> int:
 
 def example_for(pattern: DerivedPattern) -> tuple[nn.Module, tuple[Tensor, ...]]:
     """A model whose exported graph holds ``pattern``, and its inputs."""
-    rank = _rank(pattern.tree)
+    linear = "linear" in pattern.name
+    rank = None if linear else _rank(pattern.tree)
     model = _PatternModel(pattern.tree, rank)
-    linear = "linear" in pattern.name and rank is None
     shape = (2, _CHANNELS) if linear else (2, _CHANNELS, *_SPATIAL.get(rank or "2d", (6, 6)))
     generator = torch.Generator().manual_seed(0)
     inputs = tuple(torch.randn(shape, generator=generator)

@@ -24,7 +24,10 @@ def derived_rows(plugins: list[PluginInfo]) -> list[PluginInfo]:
         b = backends.get(name)
         if b is None:
             continue
-        status = f"derived from backend {name}" if b.status in ("available", "loaded") else b.status
+        if b.status in ("available", "loaded"):
+            status, reason = "derived", f"derived from backend {name}"
+        else:
+            status, reason = b.status, b.reason
         rows.append(PluginInfo("quantizer", name, b.distribution, b.version,
-                               DERIVED_ENTRY_POINT, status, b.reason))  # fmt: skip
+                               DERIVED_ENTRY_POINT, status, reason))  # fmt: skip
     return rows
