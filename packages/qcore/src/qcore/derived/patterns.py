@@ -94,9 +94,19 @@ class Underivable:
 
     pattern: str
     reason: str
+    #: aten ops and module classes (qualified names) the pattern's elements cover.
+    ops: frozenset[Any] = frozenset()
+    modules: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return f"{self.pattern}: {self.reason}"
+
+    def covers(self, node: Any) -> bool:
+        """Whether ``node`` (an exported aten node) is one of the pattern's ops."""
+        if node.target in self.ops:
+            return True
+        stack = (node.meta.get("nn_module_stack") or {}).values()
+        return any(qualified_name(cls) in self.modules for _, cls in stack)
 
 
 def reversed_tree(config: BackendPatternConfig) -> Any:
@@ -190,6 +200,10 @@ def _has_bn_after_root(tree: Any) -> bool:
     )
 
 
+def _float_input(dc: DTypeConfig) -> bool:
+    return dc.input_dtype in (torch.float32, torch.float16) or dc.output_dtype == torch.float16
+
+
 def derive_patterns(
     backend_config: BackendConfig, text: Any
 ) -> tuple[list[DerivedPattern], list[Underivable]]:
@@ -203,36 +217,45 @@ def derive_patterns(
         tree = reversed_tree(config)
         parts = list(elements(tree))
         label = text(config)
+        covered = {
+            "ops": frozenset().union(*(aten_ops(e) for e in parts)),
+            "modules": frozenset(qualified_name(e) for e in parts if _custom_module(e)),
+        }
         if any(_is_internal(e) for e in parts):
             continue  # reached through a fusion or a QAT swap of a user-facing pattern
         custom = [e for e in parts if _custom_module(e)]
         if custom:
             skipped.append(Underivable(label, f"custom module {qualified_name(custom[0])}: "
                                        "FX matches it only as a declared leaf module, "
-                                       "export traces through it"))  # fmt: skip
+                                       "export traces through it", **covered))  # fmt: skip
             continue
         unknown = [e for e in parts if not is_match_all(e) and not signatures(e)]
         if unknown:
-            skipped.append(Underivable(label, f"element {unknown[0]!r} is not recorded by export"))
+            skipped.append(Underivable(label, f"element {unknown[0]!r} is not recorded by export",
+                                       **covered))  # fmt: skip
             continue
         getter = config._root_node_getter
         if getter is not None and not str(getattr(getter, "__module__", "")).startswith(
             _KNOWN_GETTER_MODULES
         ):
             skipped.append(Underivable(label, f"root-node getter {getattr(getter, '__qualname__', getter)} "
-                                       "cannot be matched on aten nodes"))  # fmt: skip
+                                       "cannot be matched on aten nodes", **covered))  # fmt: skip
             continue
         source = config
         if config.fuser_method is not None:
             fused = config.fused_module or config.root_module
             if fused is not None and not fused.__module__.startswith(_FUSED_OK):
                 skipped.append(Underivable(label, f"fuser into {qualified_name(fused)} "
-                                           "has no aten counterpart"))  # fmt: skip
+                                           "has no aten counterpart", **covered))  # fmt: skip
                 continue
             source = by_pattern.get(fused, config) if fused is not None else config
         dtype_configs = tuple(source.dtype_configs)
         if not dtype_configs:
             continue  # FX leaves it in float too
+        if all(_float_input(dc) for dc in dtype_configs):
+            skipped.append(Underivable(label, "only weight-only or fp16 dtype configs, which "
+                                       "have no derived PT2E form", **covered))  # fmt: skip
+            continue
         root = _root(tree)
         base = "_".join(element_name(e) for e in reversed(parts))
         name = re.sub(r"[^0-9a-zA-Z_]", "_", base)
