@@ -28,7 +28,9 @@ CASES = [c.name for c in all_cases()]
 FLOAT = 100.0
 
 
-def _without_folded_batch_norms(fx: Counter[str], derived_graph: torch.fx.GraphModule) -> Counter[str]:
+def _without_folded_batch_norms(
+    fx: Counter[str], derived_graph: torch.fx.GraphModule
+) -> Counter[str]:
     """prepare_pt2e folds every eval-mode conv/linear batch norm before annotating, FX
     only those its backend fuses: a batch norm FX kept (and whose neighbours it quantized)
     is gone from the derived graph, so there is nothing to compare it with."""
@@ -87,10 +89,10 @@ def _quantize(quantizer: object) -> torch.fx.GraphModule:
 def _scopes_in_int8(gm: torch.fx.GraphModule) -> set[str]:
     found = set()
     for node in gm.graph.nodes:
-        if node.target in (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default):
-            if "dequantize" in str(node.args[1].target):  # int8 weights
-                stack = list(node.meta["nn_module_stack"].values())
-                found.add(str(stack[1][0]).split(".")[0])
+        weighted = node.target in (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+        if weighted and "dequantize" in str(node.args[1].target):  # int8 weights
+            stack = list(node.meta["nn_module_stack"].values())
+            found.add(str(stack[1][0]).split(".")[0])
     return found
 
 

@@ -138,5 +138,5 @@ def test_xnnpack_lists_the_extension_annotator() -> None:
 def test_derived_quantizer_passes_the_conformance_kit() -> None:
     """No quantizer code in this distribution: qcore derives one from the backend."""
     results = qcore.testing.assert_conformant("quantizer", "example")
-    checked = {r.name for r in results if r.check == "prepare-convert"}
+    checked = {r.subject for r in results if r.check == "prepare-convert"}
     assert {"conv2d_relu", "linear", "op_add", "silu"} <= checked

@@ -192,7 +192,9 @@ def _derived_quantizer(name: str, **options: Any) -> Quantizer:
 
     unknown = sorted(set(options) - {"is_qat", "is_dynamic", "model"})
     if unknown:
-        raise TypeError(f"derived quantizer '{name}' takes is_qat, is_dynamic, model; got {unknown}")
+        raise TypeError(
+            f"derived quantizer '{name}' takes is_qat, is_dynamic, model; got {unknown}"
+        )
     REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
     return derived_quantizer(
         name,

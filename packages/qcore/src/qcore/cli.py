@@ -54,9 +54,7 @@ def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
     found = [(k, name) for k in candidates if name in _names(k)]
     if not found:
         known = sorted({n for k in kinds for n in _names(k)})
-        raise PluginNotFoundError(
-            f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})"
-        )
+        raise PluginNotFoundError(f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})")
     return found
 
 
@@ -123,8 +121,7 @@ def _cmd_host(args: argparse.Namespace) -> int:
         entries.append((f"target ({chosen.source})", chosen))
     for label, cpu in entries:
         print(f"{label}: {cpu.isa}")
-        print(textwrap.fill(cpu.describe(), width=78, initial_indent="  ",
-                            subsequent_indent="  "))
+        print(textwrap.fill(cpu.describe(), width=78, initial_indent="  ", subsequent_indent="  "))
     return 0
 
 
@@ -133,8 +130,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from qcore.demo import run_demo
     except ImportError as exc:  # the extra's packages are missing
         raise PluginError(
-            f"qcore demo needs the demo extra ({exc.name} is missing): "
-            "pip install 'qcore[demo]'"
+            f"qcore demo needs the demo extra ({exc.name} is missing): pip install 'qcore[demo]'"
         ) from exc
     return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
 

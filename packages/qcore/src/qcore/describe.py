@@ -160,9 +160,7 @@ def describe_derived_quantizer(name: str) -> str:
     quantizer: Any = get_quantizer(name)
     rows = [[a.name, a.marks, a.description] for a in quantizer.annotators()]
     owner = REGISTRY.distribution("backend", name)
-    header = (
-        f"quantizer {name} (derived from backend {name}, {owner}): {len(rows)} annotators"
-    )
+    header = f"quantizer {name} (derived from backend {name}, {owner}): {len(rows)} annotators"
     table = render_table(
         ["ANNOTATOR", "MODES", "PATTERN"], rows, width=terminal_width(),
         min_widths={"PATTERN": 30},

@@ -125,9 +125,7 @@ def _reason(quantizer: RegistryQuantizer, node: Node, gm: GraphModule) -> tuple[
 
     candidates = [a for a in quantizer.annotators() if a.handles(node.target)]
     # a derived quantizer (qcore.derived) names the backend patterns it cannot express
-    underivable = "; ".join(
-        str(u) for u in getattr(quantizer, "underivable", ()) if u.covers(node)
-    )
+    underivable = "; ".join(str(u) for u in getattr(quantizer, "underivable", ()) if u.covers(node))
     if underivable and not candidates:
         return NOT_DERIVED, underivable
     if not candidates:

@@ -77,8 +77,9 @@ def decline_reason(pattern: DerivedPattern, config: QuantizationConfig, match: M
     why = mismatch(resolved, pattern.dtype_configs, pattern.weighted)
     if why:
         return f"the backend's dtype configs reject the config: {why}"
+    owner = match.top.output.graph.owning_module
     for node in _activations(match.root)[0]:
-        reason = non_quantizable_reason(node, node.graph.owning_module)
+        reason = non_quantizable_reason(node, owner) if owner is not None else None
         if reason:
             return reason
     return None

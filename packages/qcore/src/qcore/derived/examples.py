@@ -39,15 +39,15 @@ def _rank(tree: Any) -> str | None:
 def _module(cls: type[nn.Module], rank: str | None) -> nn.Module:
     name = cls.__name__
     if name.startswith(("Conv", "ConvTranspose")):
-        return cls(_CHANNELS, _CHANNELS, 3, padding=1)  # type: ignore[call-arg]
+        return cls(_CHANNELS, _CHANNELS, 3, padding=1)
     if name == "Linear":
-        return cls(_CHANNELS, _CHANNELS)  # type: ignore[call-arg]
+        return cls(_CHANNELS, _CHANNELS)
     if name.startswith(("BatchNorm", "InstanceNorm")):
-        return cls(_CHANNELS)  # type: ignore[call-arg]
+        return cls(_CHANNELS)
     if name == "LayerNorm":
-        return cls(_SPATIAL.get(rank or "2d", (6, 6))[-1] if rank else _CHANNELS)  # type: ignore[call-arg]
+        return cls(_SPATIAL.get(rank or "2d", (6, 6))[-1] if rank else _CHANNELS)
     if name == "GroupNorm":
-        return cls(2, _CHANNELS)  # type: ignore[call-arg]
+        return cls(2, _CHANNELS)
     return cls()
 
 
@@ -60,7 +60,9 @@ class _PatternModel(nn.Module):
         self.rank = rank
         self.layers = nn.ModuleList()
         self._build(tree)
-        self.weight = nn.Parameter(torch.randn(_CHANNELS, _CHANNELS, *([3] * len(_SPATIAL.get(rank or "", ())))) * 0.3)
+        self.weight = nn.Parameter(
+            torch.randn(_CHANNELS, _CHANNELS, *([3] * len(_SPATIAL.get(rank or "", ())))) * 0.3
+        )
         self.bias = nn.Parameter(torch.randn(_CHANNELS) * 0.1)
 
     def _build(self, tree: Any) -> None:

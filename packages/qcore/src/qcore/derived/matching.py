@@ -67,7 +67,7 @@ def _arguments(call: Call) -> list[Any]:
     return [call.inputs[0]] if call.is_module and call.inputs else list(call.output.args)
 
 
-def _match(
+def _match(  # noqa: PLR0917 - one recursive step's whole state
     tree: Any, value: Any, idx: CallIndex, top: bool, found: list[tuple[Call, Any]],
     extra: list[tuple[Node, Node]], consumer: Node | None,
 ) -> bool:  # fmt: skip

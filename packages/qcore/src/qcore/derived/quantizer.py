@@ -18,7 +18,6 @@ from typing import Any
 from torch.ao.quantization import QConfigMapping, default_dynamic_qconfig
 from torch.ao.quantization.backend_config import BackendConfig
 from torch.fx import GraphModule
-from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.registry import ANNOTATORS, Annotator
@@ -117,11 +116,7 @@ def derived_quantizer(
         base = config_of(global_q, is_qat) if global_q is not None else None
     except NotDerivable:
         base = None
-    fields: dict[str, Any] = (
-        {"input_activation": base.input_activation, "output_activation": base.output_activation,
-         "weight": base.weight, "bias": None}  # fmt: skip
-        if isinstance(base, QuantizationConfig)
-        else {"input_activation": None, "output_activation": None, "weight": None, "bias": None}
-    )
-    quantizer.set_global(MappingConfig(**fields, is_qat=is_qat, mapping=mapping))
+    specs = ("input_activation", "output_activation", "weight")
+    fields: dict[str, Any] = {k: getattr(base, k, None) for k in specs}
+    quantizer.set_global(MappingConfig(**fields, bias=None, is_qat=is_qat, mapping=mapping))
     return quantizer

@@ -187,9 +187,10 @@ def _meets(f: SpecFacts, want: DTypeWithConstraints | None) -> str | None:
     if f.dtype != _plain(want.dtype):
         return f"dtype {f.dtype} is not {want.dtype}"
     lo, hi = want.quant_min_lower_bound, want.quant_max_upper_bound
-    if lo is not None and hi is not None:
-        if f.quant_min is None or f.quant_max is None or f.quant_min < lo or f.quant_max > hi:
-            return f"range [{f.quant_min}, {f.quant_max}] is outside [{lo}, {hi}]"
+    if (lo is not None and hi is not None) and (
+        f.quant_min is None or f.quant_max is None or f.quant_min < lo or f.quant_max > hi
+    ):
+        return f"range [{f.quant_min}, {f.quant_max}] is outside [{lo}, {hi}]"
     if want.scale_min_lower_bound is not None and (
         f.eps is None or f.eps < want.scale_min_lower_bound
     ):

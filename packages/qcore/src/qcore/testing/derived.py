@@ -108,7 +108,8 @@ def quantized_kinds(gm: GraphModule) -> Counter[str]:
 def _outputs(model: nn.Module, inputs: tuple[Any, ...]) -> torch.Tensor:
     with torch.no_grad():
         out = model(*inputs)
-    return out[0] if isinstance(out, tuple) else out
+    result: torch.Tensor = out[0] if isinstance(out, tuple) else out
+    return result
 
 
 def run_fx(model_case: ModelCase, backend: str) -> FlowResult:
