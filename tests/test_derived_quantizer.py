@@ -17,6 +17,7 @@ from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
+import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
 from qcore.metrics import sqnr
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
@@ -205,3 +206,27 @@ def test_cli_lists_shows_and_checks_derived_quantizers(capsys: pytest.CaptureFix
     shown = capsys.readouterr().out
     assert "derived from backend executorch" in shown
     assert "conv2d_batchnorm2d_relu" in shown and "Embedding: only weight-only" in shown
+
+
+def test_onednn_makes_fx_weight_range_choice_on_a_saturating_target() -> None:
+    """On a CPU without VNNI (targeted here), the derived onednn quantizer chooses each
+    layer's weight range from its calibration inputs, as qcore.fx does for FX."""
+    from qcore.host import targeting
+    from qcore.pt2e_ranges import TargetPerChannelWeightObserver
+
+    model_case = case("conv2d_relu")
+    with targeting("avx2"):
+        fx = run_fx(model_case, "onednn")
+        model = model_case.model()
+        batches = model_case.calibration_batches()
+        exported = torch.export.export(model, batches[0]).module()
+        prepared = prepare_pt2e(exported, qcore.get_quantizer("onednn", model=model))
+        observers = [m for m in prepared.modules() if isinstance(m, TargetPerChannelWeightObserver)]
+        assert len(observers) == 1 and observers[0].link is not None
+        for batch in batches:
+            prepared(*batch)
+        converted = convert_pt2e(prepared)
+    fx_choices = list(qcore.fx.weight_ranges(fx.converted).values())
+    assert len(fx_choices) == 1 and observers[0].choice is not None
+    assert observers[0].choice.scale_factors().tolist() == fx_choices[0].scale_factors().tolist()
+    assert sqnr(fx.output, converted(*batches[0])) >= 30

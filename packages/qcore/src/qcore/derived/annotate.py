@@ -150,9 +150,8 @@ def pattern_annotator(pattern: DerivedPattern) -> Callable[..., list[list[Node]]
             return []
         idx = index(gm)
         candidates = [c for s in wanted for c in idx.by_signature.get(s, [])]
-        order = {c.output: i for i, c in enumerate(idx.calls)}
         partitions = []
-        for call in sorted(candidates, key=lambda c: -order[c.output]):
+        for call in sorted(candidates, key=lambda c: -c.order):  # FX matches last node first
             match = match_at(pattern.tree, call, idx)
             if match is None or is_annotated(match.nodes()):
                 continue

@@ -30,8 +30,7 @@ class Match:
 
     @property
     def root(self) -> Call:
-        order = {n: i for i, n in enumerate(self.top.output.graph.nodes)}
-        return min(self.calls, key=lambda c: order[c.output])
+        return min(self.calls, key=lambda c: c.order)
 
     def element_of(self, call: Call) -> Any:
         return self.elements[self.calls.index(call)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch.fx import GraphModule, Node
@@ -85,6 +85,8 @@ class Call:
     path: str
     scope_type: str
     arity: int
+    #: position among the graph's calls (by output node)
+    order: int = 0
 
     @property
     def is_module(self) -> bool:
@@ -177,4 +179,4 @@ def calls(gm: GraphModule) -> list[Call]:
                 Call(signature, mine, output, _activation_inputs(mine), path, scope, arity)
             )
     result.sort(key=lambda c: position[c.output])
-    return result
+    return [replace(c, order=i) for i, c in enumerate(result)]
