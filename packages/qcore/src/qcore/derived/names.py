@@ -7,6 +7,11 @@ from qcore.plugins import REGISTRY, PluginInfo
 
 #: The entry-point column of a derived quantizer's ``qcore list`` row.
 DERIVED_ENTRY_POINT = "(derived)"
+#: The note every derived row of ``qcore list`` refers to.
+DERIVED_NOTE = (
+    "derived from the backend of the same name: no quantizer plugin has that name, so "
+    "qcore derives a PT2E quantizer from the backend's BackendConfig and QConfigMapping"
+)
 
 
 def derived_names() -> list[str]:
@@ -25,7 +30,7 @@ def derived_rows(plugins: list[PluginInfo]) -> list[PluginInfo]:
         if b is None:
             continue
         if b.status in ("available", "loaded"):
-            status, reason = "derived", f"derived from backend {name}"
+            status, reason = "derived", DERIVED_NOTE
         else:
             status, reason = b.status, b.reason
         rows.append(PluginInfo("quantizer", name, b.distribution, b.version,
