@@ -36,8 +36,49 @@ def _rank(tree: Any) -> str | None:
     return None
 
 
+#: Arguments of calls that need more than their input, by function, method or module
+#: class name (a callable receives the input tensor).
+_ARGS: dict[str, Any] = {
+    "adaptive_avg_pool": (2,), "adaptive_max_pool": (2,), "max_pool": (2,), "avg_pool": (2,),
+    "pad": lambda x: ((1, 1),), "clamp": (-1.0, 1.0), "clip": (-1.0, 1.0), "hardtanh": (),
+    "permute": lambda x: (tuple(reversed(range(x.dim()))),),
+    "permute_copy": lambda x: (tuple(reversed(range(x.dim()))),), "reshape": lambda x: ((x.shape[0], -1),),
+    "view": lambda x: ((x.shape[0], -1),), "transpose": (0, 1), "unsqueeze": (1,),
+    "softmax": {"dim": 1}, "log_softmax": {"dim": 1}, "chunk": (2, 1), "narrow": (1, 0, 2),
+    "interpolate": {"scale_factor": 2.0}, "repeat": lambda x: ((1,) * x.dim(),),
+    "expand": lambda x: (tuple(x.shape),), "flatten": (1,), "pixel_shuffle": (2,),
+    "pixel_unshuffle": (2,), "channel_shuffle": (2,), "split": (2, 1), "tile": lambda x: ((1,) * x.dim(),),
+}  # fmt: skip
+_MODULE_ARGS: dict[str, Any] = {
+    "AdaptiveAvgPool": (2,), "AdaptiveMaxPool": (2,), "MaxPool": (2,), "AvgPool": (2,),
+    "ConstantPad": (1, 0.0), "ReflectionPad": (1,), "ReplicationPad": (1,), "ZeroPad": (1,),
+    "Softmax": {"dim": 1}, "LogSoftmax": {"dim": 1}, "Upsample": {"scale_factor": 2.0},
+    "PixelShuffle": (2,), "PixelUnshuffle": (2,), "ChannelShuffle": (2,),
+}  # fmt: skip
+_LISTS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
+
+
+def _lookup(table: dict[str, Any], name: str) -> Any:
+    key = re.sub(r"(_?[123]d)$", "", name)
+    return table.get(name, table.get(key, ()))
+
+
+def _call(fn: Any, name: str, x: Tensor, rest: list[Tensor]) -> Tensor:
+    """``fn`` called on ``x`` (and ``rest``) with the arguments its name needs."""
+    if name in _LISTS:
+        return fn([x, *(rest or [x])], 1)  # type: ignore[no-any-return]
+    extra = _lookup(_ARGS, name)
+    extra = extra(x) if callable(extra) else extra
+    if isinstance(extra, dict):
+        return fn(x, *rest, **extra)  # type: ignore[no-any-return]
+    return fn(x, *rest, *extra)  # type: ignore[no-any-return]
+
+
 def _module(cls: type[nn.Module], rank: str | None) -> nn.Module:
     name = cls.__name__
+    extra = _lookup(_MODULE_ARGS, name)
+    if extra:
+        return cls(**extra) if isinstance(extra, dict) else cls(*extra)
     if name.startswith(("Conv", "ConvTranspose")):
         return cls(_CHANNELS, _CHANNELS, 3, padding=1)
     if name == "Linear":
@@ -83,7 +124,7 @@ class _PatternModel(nn.Module):
             if isinstance(head, type):
                 return next(layers)(*values[:1])  # type: ignore[no-any-return]
             if isinstance(head, str):
-                return getattr(values[0], head)(*values[1:])  # type: ignore[no-any-return]
+                return _call(getattr(torch.Tensor, head), head, values[0], values[1:])
             name = getattr(head, "__name__", "")
             if re.fullmatch(r"conv(_transpose)?[123]d|linear", name):
                 return head(values[0], self.weight, self.bias)  # type: ignore[no-any-return]
@@ -92,7 +133,7 @@ class _PatternModel(nn.Module):
             if head in _OPERATOR_METHODS or name in {"add", "sub", "mul", "div", "matmul"}:
                 operands = values if len(values) > 1 else [values[0], values[0]]
                 return head(*operands)  # type: ignore[no-any-return]
-            return head(*values)  # type: ignore[no-any-return]
+            return _call(head, name, values[0], values[1:])
 
         return run(self.tree, inputs[0])
 

@@ -56,6 +56,7 @@ _MODULE_OPS = {
     "ConvTranspose2d": "conv_transpose2d", "ConvTranspose3d": "conv_transpose3d",
     "PixelShuffle": "pixel_shuffle", "Softmax": "softmax", "LogSoftmax": "log_softmax",
 }  # fmt: skip
+_RECURRENT = (nn.RNNBase, nn.RNNCellBase)
 _WEIGHTED = re.compile(r"^(conv\d?d|conv_transpose\dd|linear)$")
 
 
@@ -228,6 +229,17 @@ def derive_patterns(
             skipped.append(Underivable(label, f"custom module {qualified_name(custom[0])}: "
                                        "FX matches it only as a declared leaf module, "
                                        "export traces through it", **covered))  # fmt: skip
+            continue
+        recurrent = [e for e in parts if isinstance(e, type) and issubclass(e, _RECURRENT)]
+        if recurrent:
+            skipped.append(Underivable(label, f"{recurrent[0].__name__}: FX swaps it for a "
+                                       "dynamically quantized module; PT2E has no aten "
+                                       "counterpart", **covered))  # fmt: skip
+            continue
+        missing = [e for e in parts if isinstance(e, str) and not hasattr(torch.Tensor, e)]
+        if missing:
+            skipped.append(Underivable(label, f"Tensor has no method '{missing[0]}': nothing "
+                                       "calls it, in FX or in export", **covered))  # fmt: skip
             continue
         unknown = [e for e in parts if not is_match_all(e) and not signatures(e)]
         if unknown:
