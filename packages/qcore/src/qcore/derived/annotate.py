@@ -74,7 +74,7 @@ def decline_reason(pattern: DerivedPattern, config: QuantizationConfig, match: M
     resolved = _config(config, match)
     if resolved is None:
         return "its qconfig is None or has no PT2E spec"
-    why = mismatch(resolved, pattern.dtype_configs, pattern.weighted)
+    why = mismatch(resolved, pattern.dtype_configs, _has_weight(pattern, match.root))
     if why:
         return f"the backend's dtype configs reject the config: {why}"
     owner = match.top.output.graph.owning_module
@@ -83,6 +83,18 @@ def decline_reason(pattern: DerivedPattern, config: QuantizationConfig, match: M
         if reason:
             return reason
     return None
+
+
+def _has_weight(pattern: DerivedPattern, root: Any) -> bool:
+    """``prepare_fx`` checks the weight dtype where the op has a weight: a module's, or a
+    functional call's weight argument when one is passed."""
+    if not pattern.weighted:
+        return False
+    if root.is_module or _activations(root)[1] is not None:
+        return True
+    index = pattern.weight_index
+    args = root.output.args
+    return index is not None and len(args) > index and isinstance(args[index], Node)
 
 
 def _activations(root: Any) -> tuple[list[Node], Node | None]:
@@ -129,6 +141,12 @@ def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig)
     elif observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT and acts:
         first = next(c for c in root.nodes if acts[0] in c.all_input_nodes)
         output = SharedQuantizationSpec((acts[0], first))
+    if isinstance(act_spec, ReuseInputSpec) and acts:
+        produced = acts[0].meta.get(Q_ANNOTATION_KEY)
+        if getattr(produced, "output_qspec", None) is not None:  # else: finalize decides
+            shared = SharedQuantizationSpec(acts[0])
+            inputs = {n: {a: shared for a in m} for n, m in inputs.items()}
+            output = shared
     for node in match.nodes():
         specs = inputs.get(node, {})
         out = output if node is top.output else None

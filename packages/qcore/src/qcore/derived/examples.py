@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.ao.quantization.backend_config import ObservationType
 
 from qcore.derived.patterns import DerivedPattern, is_match_all
 from qcore.derived.sources import _OPERATOR_METHODS
 
 _CHANNELS = 4
+_CONV: dict[int, type[nn.Module]] = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
 _SPATIAL = {"1d": (12,), "2d": (6, 6), "3d": (4, 4, 4)}
 
 
@@ -48,6 +50,7 @@ _ARGS: dict[str, Any] = {
     "interpolate": {"scale_factor": 2.0}, "repeat": lambda x: ((1,) * x.dim(),),
     "expand": lambda x: (tuple(x.shape),), "flatten": (1,), "pixel_shuffle": (2,),
     "pixel_unshuffle": (2,), "channel_shuffle": (2,), "split": (2, 1), "tile": lambda x: ((1,) * x.dim(),),
+    "group_norm": (2,), "unsqueeze_": (1,), "resize_": lambda x: (tuple(x.shape),), "repeat_interleave": (2, 1), "layer_norm": lambda x: (x.shape[-1:],),
 }  # fmt: skip
 _MODULE_ARGS: dict[str, Any] = {
     "AdaptiveAvgPool": (2,), "AdaptiveMaxPool": (2,), "MaxPool": (2,), "AvgPool": (2,),
@@ -55,6 +58,7 @@ _MODULE_ARGS: dict[str, Any] = {
     "Softmax": {"dim": 1}, "LogSoftmax": {"dim": 1}, "Upsample": {"scale_factor": 2.0},
     "PixelShuffle": (2,), "PixelUnshuffle": (2,), "ChannelShuffle": (2,),
 }  # fmt: skip
+_BINARY = frozenset({"add", "sub", "mul", "div", "matmul", "floordiv", "truediv", "pow"})
 _LISTS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
 
 
@@ -74,7 +78,7 @@ def _call(fn: Any, name: str, x: Tensor, rest: list[Tensor]) -> Tensor:
     return fn(x, *rest, *extra)  # type: ignore[no-any-return]
 
 
-def _module(cls: type[nn.Module], rank: str | None) -> nn.Module:
+def _module(cls: type[nn.Module], last: int) -> nn.Module:
     name = cls.__name__
     extra = _lookup(_MODULE_ARGS, name)
     if extra:
@@ -86,7 +90,7 @@ def _module(cls: type[nn.Module], rank: str | None) -> nn.Module:
     if name.startswith(("BatchNorm", "InstanceNorm")):
         return cls(_CHANNELS)
     if name == "LayerNorm":
-        return cls(_SPATIAL.get(rank or "2d", (6, 6))[-1] if rank else _CHANNELS)
+        return cls(last)
     if name == "GroupNorm":
         return cls(2, _CHANNELS)
     return cls()
@@ -95,11 +99,22 @@ def _module(cls: type[nn.Module], rank: str | None) -> nn.Module:
 class _PatternModel(nn.Module):
     """Evaluates the pattern tree; parameters for functional weighted calls."""
 
-    def __init__(self, tree: Any, rank: str | None) -> None:
+    def __init__(self, tree: Any, rank: str | None, shape: tuple[int, ...], producer: bool) -> None:
         super().__init__()
         self.tree = tree
         self.rank = rank
+        self.last = shape[-1]
         self.layers = nn.ModuleList()
+        #: a quantized op before the pattern, for ops that share (or reuse) its qparams
+        self.producer = (
+            (
+                nn.Linear(_CHANNELS, _CHANNELS)
+                if len(shape) == 2
+                else _CONV[len(shape) - 2](_CHANNELS, _CHANNELS, 1)
+            )
+            if producer
+            else None
+        )
         self._build(tree)
         self.weight = nn.Parameter(
             torch.randn(_CHANNELS, _CHANNELS, *([3] * len(_SPATIAL.get(rank or "", ())))) * 0.3
@@ -111,7 +126,7 @@ class _PatternModel(nn.Module):
         for arg in args:
             self._build(arg)
         if isinstance(head, type) and not is_match_all(head):
-            self.layers.append(_module(head, self.rank))
+            self.layers.append(_module(head, self.last))
 
     def forward(self, *inputs: Tensor) -> Tensor:
         layers = iter(self.layers)
@@ -128,14 +143,17 @@ class _PatternModel(nn.Module):
             name = getattr(head, "__name__", "")
             if re.fullmatch(r"conv(_transpose)?[123]d|linear", name):
                 return head(values[0], self.weight, self.bias)  # type: ignore[no-any-return]
-            if name == "layer_norm":
-                return head(values[0], values[0].shape[-1:])  # type: ignore[no-any-return]
-            if head in _OPERATOR_METHODS or name in {"add", "sub", "mul", "div", "matmul"}:
+            if head in _OPERATOR_METHODS or name in _BINARY:
                 operands = values if len(values) > 1 else [values[0], values[0]]
                 return head(*operands)  # type: ignore[no-any-return]
             return _call(head, name, values[0], values[1:])
 
-        return run(self.tree, inputs[0])
+        if self.producer is None:
+            return run(self.tree, inputs[0])
+        # the producer's output escapes too, so no fusion of the producer with the pattern
+        # takes the pattern's first op away
+        first = self.producer(inputs[0])
+        return run(self.tree, first), first  # type: ignore[return-value]
 
 
 def _count_wildcards(tree: Any) -> int:
@@ -148,10 +166,13 @@ def example_for(pattern: DerivedPattern) -> tuple[nn.Module, tuple[Tensor, ...]]
     """A model whose exported graph holds ``pattern``, and its inputs."""
     linear = "linear" in pattern.name
     rank = None if linear else _rank(pattern.tree)
-    model = _PatternModel(pattern.tree, rank)
     shape = (2, _CHANNELS) if linear else (2, _CHANNELS, *_SPATIAL.get(rank or "2d", (6, 6)))
+    shares = pattern.observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
+    model = _PatternModel(pattern.tree, rank, shape, producer=shares)
     generator = torch.Generator().manual_seed(0)
     inputs = tuple(torch.randn(shape, generator=generator)
                    for _ in range(1 + _count_wildcards(pattern.tree)))  # fmt: skip
     model.train(pattern.qat_only)
+    if not pattern.qat_only:  # in-place methods (``resize_``) refuse tensors needing grad
+        model.requires_grad_(False)
     return model, inputs

@@ -57,6 +57,8 @@ _MODULE_OPS = {
     "PixelShuffle": "pixel_shuffle", "Softmax": "softmax", "LogSoftmax": "log_softmax",
 }  # fmt: skip
 _RECURRENT = (nn.RNNBase, nn.RNNCellBase)
+#: Calls export records no aten op for.
+_NO_OP: tuple[Any, ...] = (nn.Identity, "contiguous", "detach")
 _WEIGHTED = re.compile(r"^(conv\d?d|conv_transpose\dd|linear)$")
 
 
@@ -72,6 +74,8 @@ class DerivedPattern:
     observation: ObservationType
     by_tensor_args: dict[int, ObservationType] = field(default_factory=dict)
     weighted: bool = False
+    #: the functional form's weight argument position (``input_type_to_index``)
+    weight_index: int | None = None
     qat_only: bool = False
     ops: frozenset[Any] = frozenset()
 
@@ -206,10 +210,12 @@ def _float_input(dc: DTypeConfig) -> bool:
 
 
 def derive_patterns(
-    backend_config: BackendConfig, text: Any
+    backend_config: BackendConfig, text: Any, floats: Iterable[Any] = ()
 ) -> tuple[list[DerivedPattern], list[Underivable]]:
     """The matchable patterns of ``backend_config`` (larger first, as ``prepare_fx`` tries
-    them) and the ones it cannot express. ``text(config)`` renders a pattern for people."""
+    them) and the ones it cannot express. ``text(config)`` renders a pattern for people;
+    ``floats``: the elements the backend's default mapping always keeps in float."""
+    floats = list(floats)
     by_pattern = {c.pattern: c for c in backend_config.configs if c.pattern is not None}
     derived: list[DerivedPattern] = []
     skipped: list[Underivable] = []
@@ -235,6 +241,15 @@ def derive_patterns(
             skipped.append(Underivable(label, f"{recurrent[0].__name__}: FX swaps it for a "
                                        "dynamically quantized module; PT2E has no aten "
                                        "counterpart", **covered))  # fmt: skip
+            continue
+        no_op = [e for e in parts if e in _NO_OP]
+        if no_op:
+            skipped.append(Underivable(label, f"{element_name(no_op[0])} exports to no aten op: "
+                                       "nothing to quantize", **covered))  # fmt: skip
+            continue
+        if _root(tree) in floats:
+            skipped.append(Underivable(label, "the backend's default QConfigMapping keeps it in "
+                                       "float (its qconfig is None)", **covered))  # fmt: skip
             continue
         missing = [e for e in parts if isinstance(e, str) and not hasattr(torch.Tensor, e)]
         if missing:
@@ -285,6 +300,7 @@ def derive_patterns(
                 by_tensor_args=dict(source._num_tensor_args_to_observation_type),
                 weighted=bool(_WEIGHTED.match(re.sub(r"^(torch_|f_)", "", element_name(root))))
                 or "weight" in source._input_type_to_index,
+                weight_index=source._input_type_to_index.get("weight"),
                 qat_only=_has_bn_after_root(tree),
                 ops=frozenset().union(*(aten_ops(e) for e in parts)),
             )

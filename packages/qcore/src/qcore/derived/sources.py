@@ -40,6 +40,7 @@ _OPERATOR_METHODS = {
     operator.truediv: "div",
     operator.itruediv: "div_",
     operator.matmul: "matmul",
+    operator.floordiv: "floor_divide",
     operator.getitem: "__getitem__",
 }
 
@@ -64,7 +65,10 @@ def signatures(element: Any) -> frozenset[str]:
     if isinstance(element, str):
         return frozenset({f"method_descriptor.{element}"})
     if element in _OPERATOR_METHODS:
-        return frozenset({f"method_descriptor.{_OPERATOR_METHODS[element]}"})
+        # Tensor's dunder is recorded as the method it calls, or as itself when it is a
+        # Python function (``__floordiv__``)
+        dunder = f"function.__{element.__name__.strip('_')}__"
+        return frozenset({f"method_descriptor.{_OPERATOR_METHODS[element]}", dunder})
     name = getattr(element, "__name__", None)
     if name is None:
         return frozenset()
