@@ -170,9 +170,17 @@ def _custom_backend():  # type: ignore[no-untyped-def]
         return pattern[-1]
 
     custom = BackendPatternConfig(_Custom).add_dtype_config(dtypes.OP_QUINT8)
+    fuser = (
+        BackendPatternConfig((nn.Linear, nn.Sigmoid))
+        .add_dtype_config(dtypes.WEIGHTED_INT8)
+        .set_fuser_method(lambda is_qat, linear, sigmoid: _Custom())
+        .set_fused_module(_Custom)
+    )
     getter = BackendPatternConfig((torch.sigmoid, torch.mul)).add_dtype_config(dtypes.OP_QUINT8)
     getter._set_root_node_getter(odd_root)
-    return assemble("custom", conv_configs([dtypes.WEIGHTED_INT8], dims=(2,)), [custom, getter])
+    return assemble(
+        "custom", conv_configs([dtypes.WEIGHTED_INT8], dims=(2,)), [custom, getter, fuser]
+    )
 
 
 def test_what_cannot_be_derived_is_reported_and_stays_float() -> None:
@@ -188,6 +196,7 @@ def test_what_cannot_be_derived_is_reported_and_stays_float() -> None:
     reasons = {u.pattern: u.reason for u in quantizer.report()}
     assert "custom module" in reasons[f"{__name__}._Custom"]
     assert "root-node getter" in reasons["torch.sigmoid → torch.mul"]
+    assert "has no aten counterpart" in reasons["Linear → Sigmoid"]
     torch.manual_seed(0)
     model, x = _WithCustom().eval(), torch.randn(2, 3, 6, 6)
     floats = qcore.explain_not_quantized(model, quantizer, (x,))
