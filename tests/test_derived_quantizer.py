@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -21,10 +24,53 @@ import qcore
 import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
 from qcore.metrics import sqnr
+from qcore.testing.architectures import architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
-from qcore.testing.models import all_cases, case
+from qcore.testing.models import ModelCase, all_cases, case, functional_keyword_cases
 
-CASES = [c.name for c in all_cases()]
+
+class _ConvTranspose(nn.Module):
+    """A conv, then a transposed conv of rank ``dim`` (module, or ``F.conv_transpose2d``)."""
+
+    def __init__(self, dim: int, functional: bool = False) -> None:
+        super().__init__()
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dim]
+        up = {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}[dim]
+        self.conv, self.up, self.functional = (
+            conv(3, 8, 3, padding=1),
+            up(8, 4, 2, stride=2),
+            functional,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if self.functional:
+            return F.conv_transpose2d(y, self.up.weight, self.up.bias, stride=2)
+        return self.up(y)
+
+
+def _image(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
+    return lambda: (torch.randn(2, 3, *shape),)
+
+
+#: The zoo, its functional-keyword model, transposed convs of every rank and a few of the
+#: ImageNet-style architectures (attention, channel shuffle, fire modules, bottlenecks).
+EXTRA = {
+    "conv_transpose1d": ModelCase("conv_transpose1d", partial(_ConvTranspose, 1), _image(16)),
+    "conv_transpose3d": ModelCase("conv_transpose3d", partial(_ConvTranspose, 3), _image(4, 6, 6)),
+    "f_conv_transpose2d": ModelCase(
+        "f_conv_transpose2d", partial(_ConvTranspose, 2, True), _image(8, 8)
+    ),
+    **{c.name: c for c in functional_keyword_cases()},
+    **{n: architecture(n) for n in ("resnet50", "vit", "shufflenet_v2", "squeezenet")},
+}
+CASES = [c.name for c in all_cases()] + list(EXTRA)
+
+
+def _case(name: str) -> ModelCase:
+    return EXTRA[name] if name in EXTRA else case(name)
+
+
 #: A model both flows leave in float measures numerical noise only; cap it so that
 #: "1 dB below" compares rounding, not the last bits of folded batch norms.
 FLOAT = 100.0
@@ -43,8 +89,8 @@ def _without_folded_batch_norms(
 @pytest.mark.parametrize("backend", ["onednn", "executorch"])
 @pytest.mark.parametrize("name", CASES)
 def test_derived_flow_matches_fx(backend: str, name: str) -> None:
-    fx = run_fx(case(name), backend)
-    derived = run_derived(case(name), backend)
+    fx = run_fx(_case(name), backend)
+    derived = run_derived(_case(name), backend)
     assert min(derived.sqnr, FLOAT) >= min(fx.sqnr, FLOAT) - 1.0, (fx.sqnr, derived.sqnr)
     if fx.sqnr >= 30:
         assert sqnr(fx.output, derived.output) >= 30

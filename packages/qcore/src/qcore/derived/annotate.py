@@ -46,6 +46,9 @@ _WEIGHTED_OPS = CONV | CONV_TRANSPOSE | LINEAR
 #: output is quantized to the same dtype (``prepare_fx`` reuses it instead of observing
 #: again); :func:`share_reused_inputs` resolves it once every pattern is annotated.
 REUSE_KEY = "qcore_derived_reusable_inputs"
+#: ``meta`` key of a multi-input share-observer op's inputs, shared by
+#: :func:`share_reused_inputs` once every pattern is annotated.
+GROUP_KEY = "qcore_derived_shared_inputs"
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,8 @@ def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig)
     elif observation == ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT and acts:
         first = next(c for c in root.nodes if acts[0] in c.all_input_nodes)
         output = SharedQuantizationSpec((acts[0], first))
+        if len(acts) > 1 and len(root.nodes) == 1:
+            first.meta[GROUP_KEY] = list(acts)
     if isinstance(act_spec, ReuseInputSpec) and acts:
         produced = acts[0].meta.get(Q_ANNOTATION_KEY)
         if getattr(produced, "output_qspec", None) is not None:  # else: finalize decides
@@ -189,6 +194,7 @@ def pattern_annotator(pattern: DerivedPattern) -> Callable[..., list[list[Node]]
 def share_reused_inputs(gm: GraphModule) -> None:
     """An input whose producer's output is quantized to the same dtype takes the
     producer's observer, as ``prepare_fx`` reuses it rather than observing again."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for node in gm.graph.nodes:
         ann = node.meta.get(Q_ANNOTATION_KEY)
         for arg in node.meta.pop(REUSE_KEY, set()):
@@ -204,6 +210,39 @@ def share_reused_inputs(gm: GraphModule) -> None:
                 continue
             if _dtype(out, gm) == getattr(spec, "dtype", None):
                 ann.input_qspec_map[arg] = SharedQuantizationSpec(arg)
+        group = node.meta.pop(GROUP_KEY, None)
+        if group and ann is not None and group[0] in ann.input_qspec_map:
+            _share_group(node, ann, group, order)
+
+
+def _share_group(node: Node, ann: Any, group: list[Node], order: dict[Node, int]) -> None:
+    """Every input of a multi-input op that shares its output's observer (``cat``) takes
+    one observer, and so do the producers observed for it: FX points all those observer
+    nodes at one observer (``_maybe_make_input_output_share_observers``). The anchor is
+    the earliest quantized producer (torchao resolves a shared spec only towards nodes it
+    has already seen); without one, the inputs share the first input's edge."""
+    quantized = [
+        a for a in group
+        if getattr(a.meta.get(Q_ANNOTATION_KEY), "output_qspec", None) is not None
+    ]  # fmt: skip
+    if not quantized:
+        edge = SharedQuantizationSpec((group[0], node))
+        for arg in group[1:]:
+            if arg is not group[0] and arg in ann.input_qspec_map:
+                ann.input_qspec_map[arg] = edge
+        return
+    anchor = min(quantized, key=order.__getitem__)
+    shared = SharedQuantizationSpec(anchor)
+    for arg in group:
+        if arg not in ann.input_qspec_map:
+            continue
+        ann.input_qspec_map[arg] = shared
+        produced = arg.meta.get(Q_ANNOTATION_KEY)
+        if arg is not anchor and isinstance(
+            getattr(produced, "output_qspec", None), QuantizationSpec
+        ):
+            produced.output_qspec = shared
+    ann.output_qspec = shared
 
 
 def _resolve_reuse(node: Node, arg: Node, ann: Any, produced: Any) -> None:

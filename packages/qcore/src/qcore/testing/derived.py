@@ -37,7 +37,9 @@ _ALIASES = {
     "leakyrelu": "leaky_relu", "layernorm": "layer_norm", "adaptiveavgpool2d":
     "adaptive_avg_pool2d", "maxpool2d": "max_pool2d", "constantpad2d": "pad",
     "convtranspose2d": "conv_transpose2d", "convtranspose1d": "conv_transpose1d",
-    "convtranspose3d": "conv_transpose3d", "flatten": "flatten",
+    "convtranspose3d": "conv_transpose3d", "flatten": "flatten", "avgpool2d": "avg_pool2d",
+    # indexing: FX records it as getitem, which multi-output ops use as bookkeeping too
+    "select": "getitem", "slice": "getitem",
 }  # fmt: skip
 _QUANTIZE = ("quantize_per_tensor", "quantize_per_channel")
 
@@ -87,8 +89,13 @@ def quantized_kinds(gm: GraphModule) -> Counter[str]:
     value or feed a quantize op: the ops the flow runs in int8."""
     modules = dict(gm.named_modules())
     counts: Counter[str] = Counter()
+    # ops on parameters alone are constants: convert_pt2e folds them, FX keeps them
+    live = {n for n in gm.graph.nodes if n.op == "placeholder"}
     for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method", "call_module"):
+        shape = node.target in (getattr, "size") or "sym_size" in str(node.target)
+        if not shape and any(a in live for a in node.all_input_nodes):
+            live.add(node)
+        if node.op not in ("call_function", "call_method", "call_module") or node not in live:
             continue
         if _is_dequantized(node) or any(q in str(node.target) for q in _QUANTIZE):
             continue
