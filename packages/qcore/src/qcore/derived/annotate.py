@@ -238,8 +238,10 @@ def _share_group(node: Node, ann: Any, group: list[Node], order: dict[Node, int]
             continue
         ann.input_qspec_map[arg] = shared
         produced = arg.meta.get(Q_ANNOTATION_KEY)
-        if arg is not anchor and isinstance(
-            getattr(produced, "output_qspec", None), QuantizationSpec
+        if (
+            arg is not anchor
+            and produced is not None
+            and isinstance(produced.output_qspec, QuantizationSpec)
         ):
             produced.output_qspec = shared
     ann.output_qspec = shared
