@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from torch.ao.quantization.backend_config import ObservationType
 
 from qcore.derived.patterns import DerivedPattern, is_match_all
-from qcore.derived.sources import _OPERATOR_METHODS
+from qcore.derived.sources import OPERATOR_METHODS
 
 _CHANNELS = 4
 _CONV: dict[int, type[nn.Module]] = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}
@@ -143,7 +143,7 @@ class _PatternModel(nn.Module):
             name = getattr(head, "__name__", "")
             if re.fullmatch(r"conv(_transpose)?[123]d|linear", name):
                 return head(values[0], self.weight, self.bias)  # type: ignore[no-any-return]
-            if head in _OPERATOR_METHODS or name in _BINARY:
+            if head in OPERATOR_METHODS or name in _BINARY:
                 operands = values if len(values) > 1 else [values[0], values[0]]
                 return head(*operands)  # type: ignore[no-any-return]
             return _call(head, name, values[0], values[1:])

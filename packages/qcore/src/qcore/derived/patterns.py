@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,7 +30,7 @@ from torch.ao.quantization.backend_config import (
 )
 from torch.ao.quantization.utils import MatchAllNode
 
-from qcore.derived.sources import _OPERATOR_METHODS, qualified_name, signatures
+from qcore.derived.sources import OPERATOR_METHODS, qualified_name, signatures
 
 #: Module namespaces whose types appear only after FX fusion or QAT/reference swaps.
 _INTERNAL = ("torch.ao.nn.intrinsic", "torch.ao.nn.qat", "torch.ao.nn.quantized")
@@ -72,7 +72,6 @@ class DerivedPattern:
     tree: Any
     dtype_configs: tuple[DTypeConfig, ...]
     observation: ObservationType
-    by_tensor_args: dict[int, ObservationType] = field(default_factory=dict)
     weighted: bool = False
     #: the functional form's weight argument position (``input_type_to_index``)
     weight_index: int | None = None
@@ -116,8 +115,9 @@ class Underivable:
 
 def reversed_tree(config: BackendPatternConfig) -> Any:
     """The config's pattern in torch's reversed nested-tuple form."""
-    if config._pattern_complex_format is not None:
-        return config._pattern_complex_format
+    complex_format = config.to_dict().get("pattern_complex_format")
+    if complex_format is not None:
+        return complex_format
     pattern = config.pattern
     if not isinstance(pattern, tuple):
         return pattern
@@ -144,7 +144,7 @@ def element_name(element: Any) -> str:
         return "any"
     if isinstance(element, str):
         return f"method_{element}"
-    if element in _OPERATOR_METHODS:
+    if element in OPERATOR_METHODS:
         return f"op_{element.__name__}"
     name = str(getattr(element, "__name__", "x")).strip("_")
     if isinstance(element, type):
@@ -163,8 +163,8 @@ def aten_ops(element: Any) -> frozenset[Any]:
         name = _MODULE_OPS.get(element.__name__, element.__name__.lower())
     elif isinstance(element, str):
         name = element
-    elif element in _OPERATOR_METHODS:
-        name = _OPERATOR_METHODS[element]
+    elif element in OPERATOR_METHODS:
+        name = OPERATOR_METHODS[element]
     else:
         name = str(getattr(element, "__name__", ""))
     packet = getattr(torch.ops.aten, name, None)
@@ -261,7 +261,8 @@ def derive_patterns(
             skipped.append(Underivable(label, f"element {unknown[0]!r} is not recorded by export",
                                        **covered))  # fmt: skip
             continue
-        getter = config._root_node_getter
+        spec = config.to_dict()
+        getter = spec.get("root_node_getter")
         if getter is not None and not str(getattr(getter, "__module__", "")).startswith(
             _KNOWN_GETTER_MODULES
         ):
@@ -297,10 +298,9 @@ def derive_patterns(
                 tree=tree,
                 dtype_configs=dtype_configs,
                 observation=source.observation_type,
-                by_tensor_args=dict(source._num_tensor_args_to_observation_type),
                 weighted=bool(_WEIGHTED.match(re.sub(r"^(torch_|f_)", "", element_name(root))))
-                or "weight" in source._input_type_to_index,
-                weight_index=source._input_type_to_index.get("weight"),
+                or "weight" in source.to_dict().get("input_type_to_index", {}),
+                weight_index=source.to_dict().get("input_type_to_index", {}).get("weight"),
                 qat_only=_has_bn_after_root(tree),
                 ops=frozenset().union(*(aten_ops(e) for e in parts)),
             )

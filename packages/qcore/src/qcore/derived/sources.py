@@ -30,7 +30,7 @@ _CONTAINERS = frozenset(
     }
 )
 #: ``operator`` functions FX records for Python operators, by the method export records.
-_OPERATOR_METHODS = {
+OPERATOR_METHODS = {
     operator.add: "add",
     operator.iadd: "add_",
     operator.sub: "sub",
@@ -64,11 +64,11 @@ def signatures(element: Any) -> frozenset[str]:
         return frozenset({f"module:{qualified_name(element)}"})
     if isinstance(element, str):
         return frozenset({f"method_descriptor.{element}"})
-    if element in _OPERATOR_METHODS:
+    if element in OPERATOR_METHODS:
         # Tensor's dunder is recorded as the method it calls, or as itself when it is a
         # Python function (``__floordiv__``)
         dunder = f"function.__{element.__name__.strip('_')}__"
-        return frozenset({f"method_descriptor.{_OPERATOR_METHODS[element]}", dunder})
+        return frozenset({f"method_descriptor.{OPERATOR_METHODS[element]}", dunder})
     name = getattr(element, "__name__", None)
     if name is None:
         return frozenset()

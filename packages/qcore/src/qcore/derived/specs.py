@@ -31,6 +31,7 @@ from torchao.quantization.pt2e.quantizer import (
     QuantizationSpecBase,
 )
 
+from qcore._torch_private import observer_constructor_parts
 from qcore.pt2e_ranges import weight_observer_ctr
 
 #: torch.ao quantized dtypes -> the plain dtypes PT2E specs use.
@@ -54,13 +55,11 @@ class NotDerivable(ValueError):
 
 
 def _keywords(ctr: Any) -> dict[str, Any]:
-    partial = getattr(ctr, "p", None)
-    return dict(getattr(partial, "keywords", {}) or {})
+    return observer_constructor_parts(ctr)[1]
 
 
 def _base_class(ctr: Any) -> type:
-    partial = getattr(ctr, "p", None)
-    cls = getattr(partial, "func", ctr)
+    cls = observer_constructor_parts(ctr)[0]
     if not isinstance(cls, type):
         raise NotDerivable(f"observer constructor {ctr!r} is not a class")
     return cls
@@ -76,7 +75,7 @@ def _torchao_ctr(ctr: Any) -> Any:
         raise NotDerivable(f"observer {cls.__module__}.{cls.__qualname__} has no torchao twin")
     kwargs = {k: v for k, v in _keywords(ctr).items() if k not in _FIELDS}
     if "observer" in kwargs:
-        kwargs["observer"] = _torchao_ctr(kwargs["observer"]).p.func
+        kwargs["observer"] = observer_constructor_parts(_torchao_ctr(kwargs["observer"]))[0]
     return twin.with_args(**kwargs)
 
 
