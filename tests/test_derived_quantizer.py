@@ -23,6 +23,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
+from qcore.derived.names import derived_rows
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
@@ -106,6 +107,26 @@ def test_a_quantizer_plugin_of_the_same_name_wins() -> None:
     assert not isinstance(qcore.get_quantizer("xnnpack"), DerivedQuantizer)
     with pytest.raises(TypeError, match="is_qat, is_dynamic, model"):
         qcore.get_quantizer("onednn", is_per_channel=True)
+
+
+def test_a_disabled_derived_quantizer_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QCORE_DISABLE_PLUGINS", "quantizer:executorch")
+    with pytest.raises(qcore.PluginError, match="derived from backend 'executorch' is disabled"):
+        qcore.get_quantizer("executorch")
+    rows = {(p.kind, p.name): p.status for p in derived_rows(qcore.list_plugins())}
+    assert rows[("quantizer", "executorch")] == "disabled"
+    assert rows[("quantizer", "onednn")] == "derived"
+
+
+def test_onednn_reports_what_its_mapping_keeps_in_float() -> None:
+    """onednn's mapping keeps transposed convs in float (torch's oneDNN deconvolution
+    miscomputes): the derived quantizer leaves them too, and says why."""
+    model_case = case("conv_transpose2d")
+    floats = qcore.explain_not_quantized(
+        model_case.model(), qcore.get_quantizer("onednn"), model_case.inputs(0)
+    )
+    (up,) = [f for f in floats if "conv_transpose2d" in f.op]
+    assert up.reason == NOT_DERIVED and "keeps it in float" in up.detail
 
 
 def test_annotators_are_derived_once_per_process() -> None:

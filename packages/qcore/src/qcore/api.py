@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qcore.annotation.registry import ANNOTATORS
-from qcore.derived.names import derived_names
+from qcore.derived.names import derived_names, is_disabled
 from qcore.errors import PluginConflictError, PluginError
 from qcore.plugin_api import FactoryRef, Lowering, resolve
-from qcore.plugins import REGISTRY, PluginInfo
+from qcore.plugins import DISABLE_ENV, REGISTRY, PluginInfo
 
 if TYPE_CHECKING:
     from torch import nn
@@ -194,6 +194,10 @@ def _derived_quantizer(name: str, **options: Any) -> Quantizer:
     if unknown:
         raise TypeError(
             f"derived quantizer '{name}' takes is_qat, is_dynamic, model; got {unknown}"
+        )
+    if is_disabled(name):
+        raise PluginError(
+            f"the quantizer derived from backend '{name}' is disabled by {DISABLE_ENV}"
         )
     REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
     return derived_quantizer(

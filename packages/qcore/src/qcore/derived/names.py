@@ -3,7 +3,7 @@ so ``qcore list`` stays free of imports."""
 
 from __future__ import annotations
 
-from qcore.plugins import REGISTRY, PluginInfo
+from qcore.plugins import DISABLE_ENV, REGISTRY, PluginInfo, disabled_names
 
 #: The entry-point column of a derived quantizer's ``qcore list`` row.
 DERIVED_ENTRY_POINT = "(derived)"
@@ -12,6 +12,13 @@ DERIVED_NOTE = (
     "derived from the backend of the same name: no quantizer plugin has that name, so "
     "qcore derives a PT2E quantizer from the backend's BackendConfig and QConfigMapping"
 )
+
+
+def is_disabled(name: str) -> bool:
+    """``QCORE_DISABLE_PLUGINS`` names the derived quantizer (``quantizer:name``) or its
+    backend (``name``, ``backend:name``): a disabled backend derives nothing."""
+    off = disabled_names()
+    return bool({name, f"quantizer:{name}", f"backend:{name}"} & off)
 
 
 def derived_names() -> list[str]:
@@ -29,7 +36,9 @@ def derived_rows(plugins: list[PluginInfo]) -> list[PluginInfo]:
         b = backends.get(name)
         if b is None:
             continue
-        if b.status in ("available", "loaded"):
+        if is_disabled(name):
+            status, reason = "disabled", f"listed in {DISABLE_ENV}"
+        elif b.status in ("available", "loaded"):
             status, reason = "derived", DERIVED_NOTE
         else:
             status, reason = b.status, b.reason
