@@ -7,6 +7,12 @@ annotates a fresh copy. Reports the median of ``--repeat`` runs and the ratio.
     python -m venv --system-site-packages /tmp/etvenv
     /tmp/etvenv/bin/pip install --no-deps executorch==1.5.1
     /tmp/etvenv/bin/python benchmarks/annotate_scaling.py --sizes 250 1000 4000
+
+``--derived`` times the quantizers qcore derives from the ``onednn`` and ``executorch``
+FX backends (``qcore.get_quantizer(backend)``, one annotator per backend pattern) next to
+the hand-written XNNPACK quantizer instead:
+
+    python benchmarks/annotate_scaling.py --derived --sizes 250 1000 4000
 """
 
 from __future__ import annotations
@@ -57,7 +63,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[250, 1000, 4000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--derived", action="store_true", help="derived onednn/executorch vs xnnpack"
+    )
     args = parser.parse_args()
+    if args.derived:
+        derived_table(args.sizes, args.repeat)
+        return
 
     from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
@@ -84,6 +96,27 @@ def main() -> None:
             print(f"| {size} | {nodes} | {t_ours:.3f} | {t_theirs:.3f} | {t_ours / t_theirs:.2f} |")
         else:
             print(f"| {size} | {nodes} | {t_ours:.3f} | - | - |")
+        sys.stdout.flush()
+
+
+def derived_table(sizes: list[int], repeat: int) -> None:
+    """Annotate time of the derived quantizers and of the hand-written XNNPACK one."""
+    import qcore
+
+    quantizers = {
+        "xnnpack (hand-written)": qcore.get_quantizer("xnnpack", is_per_channel=True),
+        # built (patterns derived, annotators registered) here, once, not timed
+        "onednn (derived)": qcore.get_quantizer("onednn"),
+        "executorch (derived)": qcore.get_quantizer("executorch"),
+    }
+    names = list(quantizers)
+    print("| layers | graph nodes | " + " | ".join(f"{n} (s)" for n in names) + " |")
+    print("|---:|---:|" + "---:|" * len(names))
+    for size in sizes:
+        gm = torch.export.export(Stack(size).eval(), (torch.randn(1, 8),)).module()
+        times = [_time(quantizers[n], gm, repeat) for n in names]
+        cells = " | ".join(f"{t:.3f}" for t in times)
+        print(f"| {size} | {len(gm.graph.nodes)} | {cells} |")
         sys.stdout.flush()
 
 

@@ -158,3 +158,10 @@ def test_xnnpack_lists_the_extension_annotator() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert any(line.split()[:1] == ["silu"] for line in out.stdout.splitlines())
+
+
+def test_derived_quantizer_passes_the_conformance_kit() -> None:
+    """No quantizer code in this distribution: qcore derives one from the backend."""
+    results = qcore.testing.assert_conformant("quantizer", "example")
+    checked = {r.subject for r in results if r.check == "prepare-convert"}
+    assert {"conv2d_relu", "linear", "op_add", "silu"} <= checked

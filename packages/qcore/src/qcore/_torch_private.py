@@ -98,3 +98,18 @@ def set_num_tensor_args_to_observation_type(config: Any, mapping: dict[int, Any]
 def on_graph_module_deepcopy(gm: GraphModule, hook: Callable[[GraphModule], object]) -> None:
     """Call ``hook`` on every deep copy of ``gm`` (forward hooks are not copied; these are)."""
     gm._register_deepcopy_hook(hook)
+
+
+# Derived PT2E quantizers (qcore.derived) ------------------------------------------------
+
+
+def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:
+    """The class and keywords of an observer constructor made by ``with_args`` (torch's
+    ``_PartialWrapper`` keeps them in its ``p`` partial); a plain class has none."""
+    partial = getattr(ctr, "p", None)
+    if partial is None:
+        return ctr, {}
+    return partial.func, dict(partial.keywords or {})
+
+
+# end derived PT2E quantizers -----------------------------------------------------------

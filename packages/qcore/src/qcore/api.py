@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qcore.annotation.registry import ANNOTATORS
+from qcore.derived.names import derived_names, is_disabled
 from qcore.errors import PluginConflictError, PluginError
+from qcore.pattern_text import pattern_text
 from qcore.plugin_api import FactoryRef, Lowering, resolve
-from qcore.plugins import REGISTRY, PluginInfo
+from qcore.plugins import DISABLE_ENV, REGISTRY, PluginInfo
 
 if TYPE_CHECKING:
     from torch import nn
@@ -171,6 +173,8 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
 
     from qcore.annotation.quantizer import RegistryQuantizer
 
+    if name in derived_names():
+        return _derived_quantizer(name, **options)
     plugin = REGISTRY.load("quantizer", name)
     extended = install_quantizer_extensions(name)
     quantizer = _build(
@@ -191,6 +195,31 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
             "cannot add to it"
         )
     return quantizer
+
+
+def _derived_quantizer(name: str, **options: Any) -> Quantizer:
+    """The PT2E quantizer derived from backend ``name`` (see :mod:`qcore.derived`);
+    options: ``is_qat``, ``is_dynamic``, ``model`` (passed to the backend's mapping)."""
+    from qcore.derived.quantizer import derived_quantizer
+
+    unknown = sorted(set(options) - {"is_qat", "is_dynamic", "model"})
+    if unknown:
+        raise TypeError(
+            f"derived quantizer '{name}' takes is_qat, is_dynamic, model; got {unknown}"
+        )
+    if is_disabled(name):
+        raise PluginError(
+            f"the quantizer derived from backend '{name}' is disabled by {DISABLE_ENV}"
+        )
+    REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
+    return derived_quantizer(
+        name,
+        f"derived from backend {name} ({REGISTRY.distribution('backend', name)})",
+        lambda: get_backend_config(name),
+        lambda **kw: get_qconfig_mapping(name, **kw),
+        pattern_text,
+        **options,
+    )
 
 
 def install_quantizer_extensions(name: str) -> list[str]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from qcore import cli_errors
+from qcore.derived.names import derived_names, derived_rows
 from qcore.errors import PluginError, PluginNotFoundError
 from qcore.plugins import REGISTRY, foreign_qcore_reason
 from qcore.tables import terminal_width
@@ -41,20 +42,23 @@ def _cmd_list(_: argparse.Namespace) -> int:
     foreign = foreign_qcore_reason()
     if foreign:
         print(f"warning: {foreign}", file=sys.stderr)
-    print(describe_plugins(list_plugins(), width=terminal_width()))
+    plugins = list_plugins()
+    print(describe_plugins([*plugins, *derived_rows(plugins)], width=terminal_width()))
     return 0
 
 
 def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
-    """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``."""
+    """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``. A
+    quantizer derived from a backend is denoted by ``quantizer:name``, or by ``name``
+    when nothing else has that name."""
     kind, _, name = spec.rpartition(":")
     candidates = [kind] if kind else list(kinds)
     found = [(k, name) for k in candidates if name in REGISTRY.names(k)]
+    if not found or kind:
+        found = [(k, name) for k in candidates if name in _names(k)]
     if not found:
-        known = sorted({n for k in kinds for n in REGISTRY.names(k)})
-        raise PluginNotFoundError(
-            f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})"
-        )
+        known = sorted({n for k in kinds for n in _names(k)})
+        raise PluginNotFoundError(f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})")
     return found
 
 
@@ -84,7 +88,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     targets = (
         [pair for spec in args.names for pair in _resolve(spec, list(runners))]
         if args.names
-        else [(k, n) for k in runners for n in REGISTRY.names(k) if not _disabled(k, n)]
+        else [
+            (k, n)
+            for k in runners
+            for n in _names(k)
+            if not _disabled(k, n) and (k, n) not in _derived_without_mapping()
+        ]
     )
     failed = 0
     for kind, name in targets:
@@ -102,6 +111,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _names(kind: str) -> list[str]:
+    """Plugin names of ``kind``; quantizers include those derived from backends."""
+    derived = derived_names() if kind == "quantizer" else []
+    return sorted({*REGISTRY.names(kind), *derived})
+
+
+def _derived_without_mapping() -> set[tuple[str, str]]:
+    """Derived quantizers of backends that declare no QConfigMapping: nothing to derive
+    from, so ``qcore check`` does not count them as failures (the backend's own check
+    loads it and reports any error)."""
+    missing = set()
+    for name in derived_names():
+        try:
+            plugin = REGISTRY.load("backend", name)
+        except PluginError:
+            continue
+        if plugin.qconfig_mapping is None:
+            missing.add(("quantizer", name))
+    return missing
+
+
 def _disabled(kind: str, name: str) -> bool:
     return any(p.status == "disabled" for p in REGISTRY.info() if (p.kind, p.name) == (kind, name))
 
@@ -115,8 +145,7 @@ def _cmd_host(args: argparse.Namespace) -> int:
         entries.append((f"target ({chosen.source})", chosen))
     for label, cpu in entries:
         print(f"{label}: {cpu.isa}")
-        print(textwrap.fill(cpu.describe(), width=78, initial_indent="  ",
-                            subsequent_indent="  "))
+        print(textwrap.fill(cpu.describe(), width=78, initial_indent="  ", subsequent_indent="  "))
     return 0
 
 
@@ -125,8 +154,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from qcore.demo import run_demo
     except ImportError as exc:  # the extra's packages are missing
         raise PluginError(
-            f"qcore demo needs the demo extra ({exc.name} is missing): "
-            "pip install 'qcore[demo]'"
+            f"qcore demo needs the demo extra ({exc.name} is missing): pip install 'qcore[demo]'"
         ) from exc
     return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
 
@@ -145,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_show)
     check = sub.add_parser("check", help="run the conformance kit; non-zero exit on failure")
     check.add_argument(
-        "names", nargs="*", help="plugin names (default: every backend and quantizer)"
+        "names",
+        nargs="*",
+        help="plugin names (default: every backend and quantizer, derived ones included)",
     )
     check.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     check.set_defaults(func=_cmd_check)

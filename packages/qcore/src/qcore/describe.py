@@ -6,59 +6,17 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from qcore.derived.names import derived_names
+from qcore.pattern_text import op_name, pattern_text
 from qcore.plugins import REGISTRY, PluginInfo
 from qcore.tables import render_notes, render_table, terminal_width
 
-# torch's conventional aliases, so that nn.Conv2d and its QAT twin read differently.
-_MODULE_ALIASES = (
-    ("torch.ao.nn.intrinsic.qat", "nniqat."),
-    ("torch.ao.nn.intrinsic", "nni."),
-    ("torch.ao.nn.qat", "nnqat."),
-    ("torch.ao.nn.quantized.reference", "nnqr."),
-    ("torch.ao.nn.quantized", "nnq."),
-    ("torch.nn", ""),
-)
 #: The OUTPUT column: the output's own observer, the input's (shared), or none at all.
 _OBSERVATION = {
     "OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT": "own",
     "OUTPUT_SHARE_OBSERVER_WITH_INPUT": "shared",
     "INPUT_OUTPUT_NOT_OBSERVED": "none",
 }
-
-
-def op_name(op: Any) -> str:
-    """A short, unambiguous name for a pattern element (module class, function, method)."""
-    if isinstance(op, str):
-        return f"'{op}'"  # a Tensor method, as torch's patterns spell them
-    module = getattr(op, "__module__", "") or ""
-    name = getattr(op, "__name__", None) or repr(op)
-    if module in ("_operator", "operator"):
-        return f"operator.{name}"
-    if name == "MatchAllNode":
-        return "*"
-    if module.startswith("torch.nn.functional"):
-        return f"F.{name}"
-    if isinstance(op, type):
-        prefix = next((a for m, a in _MODULE_ALIASES if module.startswith(m)), f"{module}.")
-        return prefix + name
-    return f"torch.{name}" if module.startswith("torch") or not module else f"{module}.{name}"
-
-
-def pattern_text(config: Any) -> str:
-    """``Conv2d → ReLU`` for simple patterns; the expression tree for complex ones."""
-    spec = config.to_dict()
-    if "pattern" in spec:
-        pattern = spec["pattern"]
-        parts = pattern if isinstance(pattern, tuple) else (pattern,)
-        return " → ".join(op_name(p) for p in parts)
-    return _tree_text(spec["pattern_complex_format"])
-
-
-def _tree_text(node: Any) -> str:
-    if not isinstance(node, tuple):
-        return op_name(node)
-    head, *args = node
-    return f"{op_name(head)}({', '.join(_tree_text(a) for a in args)})"
 
 
 def _dtype_text(dtype_config: dict[str, Any]) -> str:
@@ -126,6 +84,8 @@ def describe_quantizer(name: str) -> str:
     from qcore.annotation.registry import ANNOTATORS
     from qcore.api import get_quantizer, install_quantizer_extensions
 
+    if name in derived_names():
+        return describe_derived_quantizer(name)
     plugin = REGISTRY.load("quantizer", name)
     namespace = plugin.annotator_namespace or name
     install_quantizer_extensions(name)
@@ -147,6 +107,28 @@ def describe_quantizer(name: str) -> str:
         min_widths={"DESCRIPTION": 30},
     )
     return f"{header}\n{table}\n"
+
+
+def describe_derived_quantizer(name: str) -> str:
+    """A derived quantizer's annotators (one per pattern of its backend), then the
+    patterns it cannot express and why."""
+    from qcore.api import get_quantizer
+
+    quantizer: Any = get_quantizer(name)
+    rows = [[a.name, a.marks, a.description] for a in quantizer.annotators()]
+    owner = REGISTRY.distribution("backend", name)
+    header = f"quantizer {name} (derived from backend {name}, {owner}): {len(rows)} annotators"
+    table = render_table(
+        ["ANNOTATOR", "MODES", "PATTERN"], rows, width=terminal_width(),
+        min_widths={"PATTERN": 30},
+    )  # fmt: skip
+    skipped = [str(u) for u in quantizer.report()]
+    notes = (
+        f"\nnot derived (stays in float):\n{render_notes(skipped, terminal_width())}\n"
+        if skipped
+        else ""
+    )
+    return f"{header}\n{table}\n{notes}"
 
 
 def _with_source(description: str, source: str, owner: str) -> str:

@@ -62,6 +62,7 @@ EXCLUDED = "excluded by scope or filter"
 NOT_QUANTIZABLE = "input not quantizable"
 DECLINED = "annotator declined"
 CONFLICT = "conflicting annotation"
+NOT_DERIVED = "pattern not derivable"
 
 
 class Scoped(Protocol):
@@ -143,6 +144,10 @@ def _owner(quantizer: Scoped, node: Node) -> tuple[Any, str] | None:
 
 def _reason(quantizer: Scoped, node: Node, gm: GraphModule) -> tuple[str, str]:
     candidates = [a for a in quantizer.annotators() if a.handles(node.target)]
+    # a derived quantizer (qcore.derived) names the backend patterns it cannot express
+    underivable = "; ".join(str(u) for u in getattr(quantizer, "underivable", ()) if u.covers(node))
+    if underivable and not candidates:
+        return NOT_DERIVED, underivable
     if not candidates:
         return NO_ANNOTATOR, f"'{quantizer.namespace}' has no annotator for {node.target}"
     owner = _owner(quantizer, node)
@@ -180,6 +185,8 @@ def _reason(quantizer: Scoped, node: Node, gm: GraphModule) -> tuple[str, str]:
     ]
     if claimed:
         return CONFLICT, f"neighbour(s) {', '.join(claimed)} already belong to another pattern"
+    if underivable:
+        return NOT_DERIVED, underivable
     return DECLINED, f"{', '.join(a.name for a in mine)} matched no pattern around it"
 
 

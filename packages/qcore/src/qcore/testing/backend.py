@@ -96,7 +96,7 @@ def check_backend_config(
     engine: str | None = None,
 ) -> list[CheckResult]:
     """The well-formed, fuser-method and prepare-convert checks on a BackendConfig."""
-    from qcore.describe import pattern_text
+    from qcore.pattern_text import pattern_text
     from qcore.testing.wellformed import pattern_problems
 
     results: list[CheckResult] = []
@@ -206,7 +206,7 @@ def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) ->
     """QAT fusion must build ``fused_module`` (it is what QAT swaps and trains); it is
     checked when the backend declares a QAT module for that fused module. PTQ fusion may
     fold further (conv+bn into conv) but must give a module the backend quantizes."""
-    from qcore.describe import op_name
+    from qcore.pattern_text import op_name
     from qcore.patterns import UnfusablePattern
     from qcore.testing.patterns import pattern_tree, raw_pattern
     from qcore.testing.synth import NotSynthesizableError

@@ -237,7 +237,9 @@ def _annotation_check(
     model, inputs = example
     qat = annotator.qat_only and not annotator.static
     model.train(qat)
-    config = _config_for(annotator, quantizer.global_config)
+    # a quantizer whose configs depend on the model (a backend's mapping) builds its own
+    base = getattr(quantizer, "config_for_example", None)
+    config = _config_for(annotator, base(model, qat) if base else quantizer.global_config)
     if qat:
         config = replace(config, is_qat=True)
     try:

@@ -1,0 +1,314 @@
+"""The PT2E quantizer derived from each FX backend agrees with the FX flow on the zoo.
+
+For ``onednn`` and ``executorch``, on every model of ``qcore.testing.models`` (BN,
+residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, ...): the derived
+flow runs wherever ``qcore.fx`` runs, its SQNR against float is never more than 1 dB
+below FX's, its output agrees with FX's (>= 30 dB) wherever FX reaches 30 dB, and it
+quantizes the same ops, kind by kind.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+import qcore
+import qcore.fx
+from qcore.annotation.report import NOT_DERIVED
+from qcore.derived.names import derived_rows
+from qcore.metrics import sqnr
+from qcore.testing.architectures import architecture
+from qcore.testing.derived import quantized_kinds, run_derived, run_fx
+from qcore.testing.models import ModelCase, all_cases, case, functional_keyword_cases
+
+
+class _ConvTranspose(nn.Module):
+    """A conv, then a transposed conv of rank ``dim`` (module, or ``F.conv_transpose2d``)."""
+
+    def __init__(self, dim: int, functional: bool = False) -> None:
+        super().__init__()
+        conv = {1: nn.Conv1d, 2: nn.Conv2d, 3: nn.Conv3d}[dim]
+        up = {1: nn.ConvTranspose1d, 2: nn.ConvTranspose2d, 3: nn.ConvTranspose3d}[dim]
+        self.conv, self.up, self.functional = (
+            conv(3, 8, 3, padding=1),
+            up(8, 4, 2, stride=2),
+            functional,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if self.functional:
+            return F.conv_transpose2d(y, self.up.weight, self.up.bias, stride=2)
+        return self.up(y)
+
+
+def _image(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
+    return lambda: (torch.randn(2, 3, *shape),)
+
+
+#: The zoo, its functional-keyword model, transposed convs of every rank and a few of the
+#: ImageNet-style architectures (attention, channel shuffle, fire modules, bottlenecks).
+EXTRA = {
+    "conv_transpose1d": ModelCase("conv_transpose1d", partial(_ConvTranspose, 1), _image(16)),
+    "conv_transpose3d": ModelCase("conv_transpose3d", partial(_ConvTranspose, 3), _image(4, 6, 6)),
+    "f_conv_transpose2d": ModelCase(
+        "f_conv_transpose2d", partial(_ConvTranspose, 2, True), _image(8, 8)
+    ),
+    **{c.name: c for c in functional_keyword_cases()},
+    **{n: architecture(n) for n in ("resnet50", "vit", "shufflenet_v2", "squeezenet")},
+}
+CASES = [c.name for c in all_cases()] + list(EXTRA)
+
+
+def _case(name: str) -> ModelCase:
+    return EXTRA[name] if name in EXTRA else case(name)
+
+
+#: A model both flows leave in float measures numerical noise only; cap it so that
+#: "1 dB below" compares rounding, not the last bits of folded batch norms.
+FLOAT = 100.0
+
+
+def _without_folded_batch_norms(
+    fx: Counter[str], derived_graph: torch.fx.GraphModule
+) -> Counter[str]:
+    """prepare_pt2e folds every eval-mode conv/linear batch norm before annotating, FX
+    only those its backend fuses: a batch norm FX kept (and whose neighbours it quantized)
+    is gone from the derived graph, so there is nothing to compare it with."""
+    present = any("batch_norm" in str(n.target) for n in derived_graph.graph.nodes)
+    return Counter({k: v for k, v in fx.items() if present or "batch" not in k})
+
+
+@pytest.mark.parametrize("backend", ["onednn", "executorch"])
+@pytest.mark.parametrize("name", CASES)
+def test_derived_flow_matches_fx(backend: str, name: str) -> None:
+    fx = run_fx(_case(name), backend)
+    derived = run_derived(_case(name), backend)
+    assert min(derived.sqnr, FLOAT) >= min(fx.sqnr, FLOAT) - 1.0, (fx.sqnr, derived.sqnr)
+    if fx.sqnr >= 30:
+        assert sqnr(fx.output, derived.output) >= 30
+    assert derived.kinds == _without_folded_batch_norms(fx.kinds, derived.converted), (
+        f"FX quantizes {dict(fx.kinds)}, derived {dict(derived.kinds)}"
+    )
+
+
+def test_a_quantizer_plugin_of_the_same_name_wins() -> None:
+    from qcore.derived.quantizer import DerivedQuantizer
+
+    assert isinstance(qcore.get_quantizer("onednn"), DerivedQuantizer)
+    assert not isinstance(qcore.get_quantizer("xnnpack"), DerivedQuantizer)
+    with pytest.raises(TypeError, match="is_qat, is_dynamic, model"):
+        qcore.get_quantizer("onednn", is_per_channel=True)
+
+
+def test_a_disabled_derived_quantizer_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QCORE_DISABLE_PLUGINS", "quantizer:executorch")
+    with pytest.raises(qcore.PluginError, match="derived from backend 'executorch' is disabled"):
+        qcore.get_quantizer("executorch")
+    rows = {(p.kind, p.name): p.status for p in derived_rows(qcore.list_plugins())}
+    assert rows[("quantizer", "executorch")] == "disabled"
+    assert rows[("quantizer", "onednn")] == "derived"
+
+
+def test_onednn_reports_what_its_mapping_keeps_in_float() -> None:
+    """onednn's mapping keeps transposed convs in float (torch's oneDNN deconvolution
+    miscomputes): the derived quantizer leaves them too, and says why."""
+    model_case = case("conv_transpose2d")
+    floats = qcore.explain_not_quantized(
+        model_case.model(), qcore.get_quantizer("onednn"), model_case.inputs(0)
+    )
+    (up,) = [f for f in floats if "conv_transpose2d" in f.op]
+    assert up.reason == NOT_DERIVED and "keeps it in float" in up.detail
+
+
+def test_annotators_are_derived_once_per_process() -> None:
+    first, second = qcore.get_quantizer("executorch"), qcore.get_quantizer("executorch")
+    assert first is not second and type(first) is type(second)
+    assert [a.fn for a in first.annotators()] == [a.fn for a in second.annotators()]
+
+
+class _Blocks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.second = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.second(self.first(x)).mean((2, 3))
+        return self.head(y)
+
+
+def _quantize(quantizer: object) -> torch.fx.GraphModule:
+    torch.manual_seed(0)
+    model, x = _Blocks().eval(), torch.randn(2, 3, 8, 8)
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    return convert_pt2e(prepared)
+
+
+def _scopes_in_int8(gm: torch.fx.GraphModule) -> set[str]:
+    found = set()
+    for node in gm.graph.nodes:
+        weighted = node.target in (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+        if weighted and "dequantize" in str(node.args[1].target):  # int8 weights
+            stack = list(node.meta["nn_module_stack"].values())
+            found.add(str(stack[1][0]).split(".")[0])
+    return found
+
+
+def test_scoping_global_module_type_module_name_and_none() -> None:
+    assert _scopes_in_int8(_quantize(qcore.get_quantizer("onednn"))) == {"first", "second", "head"}
+    by_name = qcore.get_quantizer("onednn").set_module_name("second", None)
+    assert _scopes_in_int8(_quantize(by_name)) == {"first", "head"}
+    by_type = qcore.get_quantizer("onednn").set_module_type(nn.Linear, None)
+    assert _scopes_in_int8(_quantize(by_type)) == {"first", "second"}
+    nothing = qcore.get_quantizer("onednn").set_global(None)
+    assert _scopes_in_int8(_quantize(nothing)) == set()
+    # a plain config (here the default mapping's global one) in a scope works too
+    only_head = qcore.get_quantizer("onednn")
+    only_head.set_module_name("head", only_head.global_config).set_global(None)
+    assert _scopes_in_int8(_quantize(only_head)) == {"head"}
+
+
+def test_qat_prepares_trains_and_converts() -> None:
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+
+    model_case = case("conv2d_bn_relu")
+    model = model_case.model().train()
+    x = model_case.inputs(0)
+    quantizer = qcore.get_quantizer("onednn", is_qat=True)
+    prepared = prepare_qat_pt2e(torch.export.export(model, x).module(), quantizer)
+    fake_quants = [m for m in prepared.modules() if "FakeQuantize" in type(m).__name__]
+    assert len(fake_quants) >= 3  # input, weight, output
+    for batch in model_case.calibration_batches():
+        prepared(*batch)
+    move_exported_model_to_eval(prepared)
+    converted = convert_pt2e(prepared)
+    kinds = quantized_kinds(converted)
+    assert kinds["conv2d"] == 1
+    # the training passes moved the copy's batch-norm statistics away from the float model's
+    assert sqnr(model.eval()(*x), converted(*x)) >= 20
+
+
+def test_dynamic_config_quantizes_linear_per_batch() -> None:
+    quantizer = qcore.get_quantizer("onednn", is_dynamic=True)
+    model_case = case("linear_relu")
+    model, x = model_case.model(), model_case.inputs(0)
+    prepared = prepare_pt2e(torch.export.export(model, x).module(), quantizer)
+    prepared(*x)
+    converted = convert_pt2e(prepared)
+    targets = [str(n.target) for n in converted.graph.nodes]
+    assert any("choose_qparams" in t for t in targets), targets
+    assert sqnr(model(*x), converted(*x)) >= 25
+
+
+class _Custom(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x) * x
+
+
+class _WithCustom(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.custom = _Custom()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.custom(self.conv(x))
+
+
+def _custom_backend():  # type: ignore[no-untyped-def]
+    from torch.ao.quantization.backend_config import BackendPatternConfig
+
+    from qcore import dtypes
+    from qcore.patterns import assemble, conv_configs
+
+    def odd_root(pattern):  # type: ignore[no-untyped-def]
+        return pattern[-1]
+
+    custom = BackendPatternConfig(_Custom).add_dtype_config(dtypes.OP_QUINT8)
+    fuser = (
+        BackendPatternConfig((nn.Linear, nn.Sigmoid))
+        .add_dtype_config(dtypes.WEIGHTED_INT8)
+        .set_fuser_method(lambda is_qat, linear, sigmoid: _Custom())
+        .set_fused_module(_Custom)
+    )
+    getter = BackendPatternConfig((torch.sigmoid, torch.mul)).add_dtype_config(dtypes.OP_QUINT8)
+    getter._set_root_node_getter(odd_root)
+    return assemble(
+        "custom", conv_configs([dtypes.WEIGHTED_INT8], dims=(2,)), [custom, getter, fuser]
+    )
+
+
+def test_what_cannot_be_derived_is_reported_and_stays_float() -> None:
+    from torch.ao.quantization import get_default_qconfig_mapping
+
+    from qcore.derived.quantizer import derived_quantizer
+    from qcore.pattern_text import pattern_text
+
+    quantizer = derived_quantizer(
+        "custom-test", "tests", _custom_backend,
+        lambda **_: get_default_qconfig_mapping("x86"), pattern_text,
+    )  # fmt: skip
+    reasons = {u.pattern: u.reason for u in quantizer.report()}
+    assert "custom module" in reasons[f"{__name__}._Custom"]
+    assert "root-node getter" in reasons["torch.sigmoid → torch.mul"]
+    assert "has no aten counterpart" in reasons["Linear → Sigmoid"]
+    torch.manual_seed(0)
+    model, x = _WithCustom().eval(), torch.randn(2, 3, 6, 6)
+    floats = qcore.explain_not_quantized(model, quantizer, (x,))
+    inside_custom = [f for f in floats if f.module.startswith("custom")]
+    assert inside_custom and all(f.reason == NOT_DERIVED for f in inside_custom)
+    assert any("custom module" in f.detail for f in inside_custom)
+    assert not any(f.module == "conv" for f in floats)  # the conv is quantized
+
+
+def test_cli_lists_shows_and_checks_derived_quantizers(capsys: pytest.CaptureFixture[str]) -> None:
+    from qcore.cli import main
+
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    for backend in ("onednn", "executorch"):
+        assert any(
+            re.match(rf"quantizer\s+{backend}\s.*\sderived \[\d\]$", line)
+            for line in listed.splitlines()
+        ), listed
+    assert "derived from the backend of the same name" in " ".join(listed.split())
+    assert main(["show", "quantizer:executorch"]) == 0
+    shown = capsys.readouterr().out
+    assert "derived from backend executorch" in shown
+    assert "conv2d_batchnorm2d_relu" in shown and "Embedding: only weight-only" in shown
+
+
+def test_onednn_makes_fx_weight_range_choice_on_a_saturating_target() -> None:
+    """On a CPU without VNNI (targeted here), the derived onednn quantizer chooses each
+    layer's weight range from its calibration inputs, as qcore.fx does for FX."""
+    from qcore.int8.host import targeting
+    from qcore.int8.pt2e_ranges import TargetPerChannelWeightObserver
+
+    model_case = case("conv2d_relu")
+    with targeting("avx2"):
+        fx = run_fx(model_case, "onednn")
+        model = model_case.model()
+        batches = model_case.calibration_batches()
+        exported = torch.export.export(model, batches[0]).module()
+        prepared = prepare_pt2e(exported, qcore.get_quantizer("onednn", model=model))
+        observers = [m for m in prepared.modules() if isinstance(m, TargetPerChannelWeightObserver)]
+        assert len(observers) == 1 and observers[0].link is not None
+        for batch in batches:
+            prepared(*batch)
+        converted = convert_pt2e(prepared)
+    fx_choices = list(qcore.fx.weight_ranges(fx.converted).values())
+    assert len(fx_choices) == 1 and observers[0].choice is not None
+    assert observers[0].choice.scale_factors().tolist() == fx_choices[0].scale_factors().tolist()
+    assert sqnr(fx.output, converted(*batches[0])) >= 30
