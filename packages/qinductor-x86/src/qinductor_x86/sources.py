@@ -15,12 +15,14 @@ compute it, so every call site matches on its own.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.graph_utils import get_source_partitions
+
+from qcore.annotation.common import computing
 
 
 @dataclass(frozen=True)
@@ -49,22 +51,9 @@ def calls(gm: GraphModule, sources: Sequence[Any]) -> list[Call]:
             result.append(Call(outputs[0], tuple(partition.nodes)))
             continue
         for output in outputs:
-            mine = _computing(output, partition.nodes)
+            mine = computing(output, partition.nodes)
             result.append(Call(output, tuple(n for n in partition.nodes if n in mine)))
     return result
-
-
-def _computing(output: Node, nodes: Iterable[Node]) -> set[Node]:
-    """``output`` and the nodes among ``nodes`` it depends on."""
-    inside = set(nodes)
-    seen = {output}
-    stack = [output]
-    while stack:
-        for arg in stack.pop().all_input_nodes:
-            if arg in inside and arg not in seen:
-                seen.add(arg)
-                stack.append(arg)
-    return seen
 
 
 def chains(gm: GraphModule, kinds: Sequence[Sequence[Any]]) -> list[tuple[Call, ...]]:

@@ -139,6 +139,18 @@ def passes(filter_fn: Filter, nodes: Iterable[Node]) -> bool:
     return filter_fn is None or all(filter_fn(n) for n in nodes if n.op == "call_function")
 
 
+def computing(output: Node, nodes: Iterable[Node]) -> set[Node]:
+    """``output`` and the nodes among ``nodes`` it depends on: what one call site of a
+    module called at several sites computed."""
+    inside, seen, stack = set(nodes), {output}, [output]
+    while stack:
+        for arg in stack.pop().all_input_nodes:
+            if arg in inside and arg not in seen:
+                seen.add(arg)
+                stack.append(arg)
+    return seen
+
+
 def set_annotation(
     node: Node,
     inputs: dict[Node, Any] | None = None,

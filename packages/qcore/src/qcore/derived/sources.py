@@ -21,6 +21,8 @@ from typing import Any
 
 from torch.fx import GraphModule, Node
 
+from qcore.annotation.common import computing
+
 #: Containers FX traces through: never a call of their own.
 _CONTAINERS = frozenset(
     {
@@ -136,16 +138,6 @@ def _activation_inputs(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
     return tuple(seen)
 
 
-def _computing(output: Node, nodes: Iterable[Node]) -> set[Node]:
-    inside, seen, stack = set(nodes), {output}, [output]
-    while stack:
-        for arg in stack.pop().all_input_nodes:
-            if arg in inside and arg not in seen:
-                seen.add(arg)
-                stack.append(arg)
-    return seen
-
-
 def calls(gm: GraphModule) -> list[Call]:
     """Every FX-level call in ``gm``, in graph order (by output node)."""
     groups: dict[tuple[str, ...], list[Node]] = {}
@@ -170,7 +162,7 @@ def calls(gm: GraphModule) -> list[Call]:
             mine = (
                 tuple(members)
                 if len(outputs) == 1
-                else tuple(n for n in members if n in _computing(output, members))
+                else tuple(n for n in members if n in computing(output, members))
             )
             if key[0] == "module":
                 signature, path, scope = f"module:{key[2]}", key[1], key[2]
