@@ -4,7 +4,8 @@ For ``onednn`` and ``executorch``, on every model of ``qcore.testing.models`` (B
 residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, ...): the derived
 flow runs wherever ``qcore.fx`` runs, its SQNR against float is never more than 1 dB
 below FX's, its output agrees with FX's (>= 30 dB) wherever FX reaches 30 dB, and it
-quantizes the same ops, kind by kind.
+quantizes the same ops, kind by kind: what ``prepare_fx`` decided for each call against
+what the derived annotators decided (``qcore.testing.derived``).
 """
 
 from __future__ import annotations
