@@ -4,7 +4,8 @@ For ``onednn`` and ``executorch``, on every model of ``qcore.testing.models`` (B
 residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, ...): the derived
 flow runs wherever ``qcore.fx`` runs, its SQNR against float is never more than 1 dB
 below FX's, its output agrees with FX's (>= 30 dB) wherever FX reaches 30 dB, and it
-quantizes the same ops, kind by kind.
+quantizes the same ops, kind by kind: what ``prepare_fx`` decided for each call against
+what the derived annotators decided (``qcore.testing.derived``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ EXTRA = {
         "f_conv_transpose2d", partial(_ConvTranspose, 2, True), _image(8, 8)
     ),
     **{c.name: c for c in functional_keyword_cases()},
-    **{n: architecture(n) for n in ("resnet50", "vit", "shufflenet_v2", "squeezenet")},
+    **{n: architecture(n) for n in ("resnet50", "vit", "swin", "shufflenet_v2", "squeezenet")},
 }
 CASES = [c.name for c in all_cases()] + list(EXTRA)
 
@@ -183,21 +184,22 @@ def test_qat_prepares_trains_and_converts() -> None:
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
 
-    model_case = case("conv2d_bn_relu")
+    # conv-bn under QAT is exercised by the conformance kit (the example plugin's env);
+    # folding it costs ~20 s per conversion, so this model has no batch norm
+    model_case = case("conv_torch_add_relu_left")
     model = model_case.model().train()
     x = model_case.inputs(0)
     quantizer = qcore.get_quantizer("onednn", is_qat=True)
     prepared = prepare_qat_pt2e(torch.export.export(model, x).module(), quantizer)
     fake_quants = [m for m in prepared.modules() if "FakeQuantize" in type(m).__name__]
-    assert len(fake_quants) >= 3  # input, weight, output
+    assert len(fake_quants) >= 5  # input, two weights, the other conv's output, the sum
     for batch in model_case.calibration_batches():
         prepared(*batch)
     move_exported_model_to_eval(prepared)
     converted = convert_pt2e(prepared)
     kinds = quantized_kinds(converted)
-    assert kinds["conv2d"] == 1
-    # the training passes moved the copy's batch-norm statistics away from the float model's
-    assert sqnr(model.eval()(*x), converted(*x)) >= 20
+    assert kinds["conv2d"] == 2 and kinds["add"] == 1  # conv → add → relu, and the other conv
+    assert sqnr(model.eval()(*x), converted(*x)) >= 25
 
 
 def test_dynamic_config_quantizes_linear_per_batch() -> None:

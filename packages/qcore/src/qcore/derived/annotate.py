@@ -109,14 +109,6 @@ def _activations(root: Any) -> tuple[list[Node], Node | None]:
     return list(root.inputs), None
 
 
-def _observation(pattern: DerivedPattern, root: Any) -> ObservationType:
-    """The pattern's observation type. (torch 2.13's ``prepare_fx`` does not consult a
-    config's per-tensor-argument-count table: a binary op with a scalar gets its own
-    output observer too, as this follows.)"""
-    del root
-    return pattern.observation
-
-
 def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig) -> None:
     root, top = match.root, match.top
     acts, weighted = _activations(root)
@@ -136,7 +128,9 @@ def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig)
         if weighted.target in CONV_TRANSPOSE:
             spec = weight_spec_for_transpose(spec)
         inputs.setdefault(weighted, {})[weighted.args[1]] = spec
-    observation = _observation(pattern, root)
+    # torch 2.13's prepare_fx does not consult a config's per-tensor-argument-count table:
+    # a binary op with a scalar gets its own output observer too
+    observation = pattern.observation
     output: Any = None
     dynamic = isinstance(act_spec, QuantizationSpec) and act_spec.is_dynamic
     if observation == ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT and not dynamic:
@@ -189,6 +183,22 @@ def pattern_annotator(pattern: DerivedPattern) -> Callable[..., list[list[Node]]
         return partitions
 
     return annotate
+
+
+def pattern_why_not(pattern: DerivedPattern) -> Callable[[Node, QuantizationConfig], str | None]:
+    """``why_not(node, config)`` for ``explain_not_quantized``: why ``pattern``, matched
+    with ``node``'s call last, leaves it in float (its dtype configs, a None qconfig...)."""
+
+    def why_not(node: Node, config: QuantizationConfig) -> str | None:
+        gm = node.graph.owning_module
+        if not isinstance(gm, GraphModule):
+            return None
+        idx = index(gm)
+        call = next((c for c in idx.calls if node in c.nodes), None)
+        match = match_at(pattern.tree, call, idx) if call is not None else None
+        return None if match is None else decline_reason(pattern, config, match)
+
+    return why_not
 
 
 def share_reused_inputs(gm: GraphModule) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from torch.fx import GraphModule, Node
 
 from qcore.derived.patterns import is_match_all
-from qcore.derived.sources import Call, calls, signatures
+from qcore.derived.sources import OPERATOR_METHODS, Call, calls, signatures
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ def _match(  # noqa: PLR0917 - one recursive step's whole state
     call = idx.by_output.get(value) if isinstance(value, Node) else None
     if call is None or call.signature not in signatures(head):
         return False
+    if call.constant_receiver and head in OPERATOR_METHODS:
+        return False  # FX saw the Tensor method, not the operator
     if not top and len(call.users()) > 1:
         return False
     found.append((call, head))

@@ -22,7 +22,12 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.registry import ANNOTATORS, Annotator
-from qcore.derived.annotate import MappingConfig, pattern_annotator, share_reused_inputs
+from qcore.derived.annotate import (
+    MappingConfig,
+    pattern_annotator,
+    pattern_why_not,
+    share_reused_inputs,
+)
 from qcore.derived.examples import example_for
 from qcore.derived.patterns import DerivedPattern, Underivable, derive_patterns
 from qcore.derived.specs import NotDerivable, config_of
@@ -107,6 +112,7 @@ def _derived_class(backend: str, source: str, config_factory: Callable[[], Backe
             qat_only=p.qat_only,
             description=p.text,
             ops=p.ops,
+            why_not=pattern_why_not(p),
             example=functools.partial(example_for, p),
         )
         for p in patterns

@@ -93,6 +93,9 @@ class Call:
     arity: int
     #: position among the graph's calls (by output node)
     order: int = 0
+    #: a Tensor-method call whose receiver is a constant (computed from attributes only):
+    #: FX traces ``constant + x`` as the method ``add``, never as ``operator.add``
+    constant_receiver: bool = False
 
     @property
     def is_module(self) -> bool:
@@ -154,6 +157,10 @@ def calls(gm: GraphModule) -> list[Call]:
             key = ("fn", node.name, str(torch_fn[1]))
         groups.setdefault(key, []).append(node)
     position = {n: i for i, n in enumerate(gm.graph.nodes)}
+    live: set[Node] = set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder" or any(a in live for a in node.all_input_nodes):
+            live.add(node)
     result: list[Call] = []
     for key, members in groups.items():
         inside = set(members)
@@ -171,8 +178,23 @@ def calls(gm: GraphModule) -> list[Call]:
                 signature = key[2]
                 path, scope = _scope(output)
                 arity = len(output.args)
+            receiver = output.args[0] if output.args else None
+            constant = (
+                signature.startswith("method_descriptor.")
+                and isinstance(receiver, Node)
+                and receiver not in live
+            )
             result.append(
-                Call(signature, mine, output, _activation_inputs(mine), path, scope, arity)
+                Call(
+                    signature,
+                    mine,
+                    output,
+                    _activation_inputs(mine),
+                    path,
+                    scope,
+                    arity,
+                    constant_receiver=constant,
+                )
             )
     result.sort(key=lambda c: position[c.output])
     return [replace(c, order=i) for i, c in enumerate(result)]

@@ -173,6 +173,9 @@ def facts(spec: QuantizationSpecBase | None) -> SpecFacts:
     return SpecFacts(spec.dtype, spec.is_dynamic, spec.quant_min, spec.quant_max, eps_value, None)
 
 
+_FLOAT_WEIGHT = SpecFacts(torch.float32, False, None, None, None, None)
+
+
 def _plain(dtype: Any) -> Any:
     return _DTYPES.get(dtype, dtype)
 
@@ -209,7 +212,8 @@ def mismatch(
     """None when ``config`` satisfies one of ``dtype_configs``; else why not (for the first)."""
     act = facts(config.input_activation)
     out = facts(config.output_activation)
-    weight = facts(config.weight)
+    # no weight spec: the weight stays float, which a float weight dtype config accepts
+    weight = facts(config.weight) if config.weight is not None else _FLOAT_WEIGHT
     reasons = []
     for dc in dtype_configs:
         if dc.input_dtype in (torch.float32, torch.float16) or dc.output_dtype == torch.float16:

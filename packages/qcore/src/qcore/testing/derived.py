@@ -3,22 +3,23 @@
 Both flows are run on the same float model and calibration batches: FX with
 ``qcore.fx.prepare`` / ``qcore.fx.convert`` (and, for the op comparison, torch's
 reference representation of the same prepared model), PT2E with ``torch.export``,
-``prepare_pt2e`` on ``qcore.get_quantizer(backend)``, ``convert_pt2e``. In both converted
-graphs an op runs quantized when it reads a dequantized value or feeds a quantize;
-:func:`quantized_kinds` counts those ops by kind (``conv2d``, ``add``, ``relu``, ...), a
-fused FX module counting as the ops it fuses.
+``prepare_pt2e`` on ``qcore.get_quantizer(backend)``, ``convert_pt2e``. What each flow decided to
+quantize is read before conversion, call by call (a module, function or method call, as
+FX sees them): FX's from the dtypes ``prepare_fx`` recorded for each node
+(``target_dtype_info``), the derived flow's from the annotations on the calls of the
+exported graph (:func:`decided_kinds`), counted by kind (``conv2d``, ``add``, ``relu``,
+...), a fused FX module counting as the ops it fuses. :func:`quantized_kinds` reads a
+converted graph instead (an op that reads a dequantized value or feeds a quantize).
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
-from torch.ao.quantization.quantize_fx import convert_to_reference_fx
 from torch.fx import GraphModule, Node
 
 import qcore
@@ -27,14 +28,22 @@ from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
 from qcore.testing.models import ModelCase
 
-__all__ = ["FlowResult", "quantized_kinds", "run_derived", "run_fx"]
+__all__ = [
+    "FlowResult",
+    "derived_decided_kinds",
+    "fx_decided_kinds",
+    "quantized_kinds",
+    "run_derived",
+    "run_fx",
+]
 
 #: aten / torch function names to the kind both flows are compared by.
 _ALIASES = {
     "relu_": "relu", "add_": "add", "iadd": "add", "mul_": "mul", "imul": "mul",
-    "hardtanh_": "hardtanh", "relu6": "hardtanh", "batchnorm2d": "batch_norm",
+    "hardtanh_": "hardtanh", "relu6": "hardtanh", "batchnorm2d": "batchnorm2d",
     "conv2d_relu": "conv2d", "linear_relu": "linear", "concat": "cat", "concatenate": "cat",
-    "leakyrelu": "leaky_relu", "layernorm": "layer_norm", "adaptiveavgpool2d":
+    "leakyrelu": "leaky_relu", "floor_divide": "floordiv", "sub_": "sub", "isub": "sub",
+    "div_": "div", "truediv": "div", "batch_norm": "batchnorm", "layernorm": "layer_norm", "adaptiveavgpool2d":
     "adaptive_avg_pool2d", "maxpool2d": "max_pool2d", "constantpad2d": "pad",
     "convtranspose2d": "conv_transpose2d", "convtranspose1d": "conv_transpose1d",
     "convtranspose3d": "conv_transpose3d", "flatten": "flatten", "avgpool2d": "avg_pool2d",
@@ -112,6 +121,53 @@ def quantized_kinds(gm: GraphModule) -> Counter[str]:
     return counts
 
 
+_QUANTIZED_DTYPES = (torch.quint8, torch.qint8, torch.uint8, torch.int8, torch.qint32)
+
+
+def _name_kind(name: str) -> str:
+    name = name.rsplit(".", 1)[-1].strip("_").lower()
+    return _ALIASES.get(name, name)
+
+
+def fx_decided_kinds(prepared: GraphModule) -> Counter[str]:
+    """Calls of an FX-prepared model ``prepare_fx`` runs quantized: their input
+    activation's recorded target dtype is a quantized one."""
+    modules = dict(prepared.named_modules())
+    counts: Counter[str] = Counter()
+    for node in prepared.graph.nodes:
+        info = node.meta.get("target_dtype_info") or {}
+        ctr = info.get("input_act_obs_or_fq_ctr")
+        if node.op not in ("call_function", "call_method", "call_module") or ctr is None:
+            continue
+        if getattr(ctr(), "dtype", None) not in _QUANTIZED_DTYPES:
+            continue
+        if node.op == "call_module":
+            counts.update(_name_kind(k) for k in _fx_kinds(node, modules))
+        else:
+            counts[_name_kind(str(getattr(node.target, "__name__", node.target)))] += 1
+    for bookkeeping in ("getitem", "getattr", "size"):
+        counts.pop(bookkeeping, None)
+    return counts
+
+
+def derived_decided_kinds(annotated: GraphModule) -> Counter[str]:
+    """Calls of an exported graph a PT2E quantizer annotated (some node of the call has an
+    input or output spec), by the kind FX would see them as."""
+    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
+
+    from qcore.derived.sources import calls
+
+    counts: Counter[str] = Counter()
+    for call in calls(annotated):
+        anns = [n.meta.get(Q_ANNOTATION_KEY) for n in call.nodes]
+        if any(a is not None and (a.input_qspec_map or a.output_qspec) for a in anns):
+            signature = call.signature.removeprefix("module:")
+            counts[_name_kind(signature)] += 1
+    for bookkeeping in ("getitem", "getattr", "size"):
+        counts.pop(bookkeeping, None)
+    return counts
+
+
 def _outputs(model: nn.Module, inputs: tuple[Any, ...]) -> torch.Tensor:
     with torch.no_grad():
         out = model(*inputs)
@@ -128,14 +184,12 @@ def run_fx(model_case: ModelCase, backend: str) -> FlowResult:
     with torch.no_grad():
         for batch in batches:
             prepared(*batch)
-    reference = convert_to_reference_fx(
-        copy.deepcopy(prepared), backend_config=qcore.get_backend_config(backend)
-    )
+    decided = fx_decided_kinds(prepared)
     with quantized_engine("onednn"):
         converted = qcore.fx.convert(prepared)
         out = _outputs(converted, batches[0])
     expected = _outputs(model, batches[0])
-    return FlowResult(converted, out, sqnr(expected, out), quantized_kinds(reference))
+    return FlowResult(converted, out, sqnr(expected, out), decided)
 
 
 def run_derived(model_case: ModelCase, backend: str, **options: Any) -> FlowResult:
@@ -147,10 +201,11 @@ def run_derived(model_case: ModelCase, backend: str, **options: Any) -> FlowResu
     exported = torch.export.export(model, batches[0]).module()
     quantizer = qcore.get_quantizer(backend, model=model, **options)
     prepared = prepare_pt2e(exported, quantizer)
+    decided = derived_decided_kinds(prepared)
     with torch.no_grad():
         for batch in batches:
             prepared(*batch)
     converted = convert_pt2e(prepared)
     out = _outputs(converted, batches[0])
     expected = _outputs(model, batches[0])
-    return FlowResult(converted, out, sqnr(expected, out), quantized_kinds(converted))
+    return FlowResult(converted, out, sqnr(expected, out), decided)
