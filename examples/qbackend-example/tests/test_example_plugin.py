@@ -165,3 +165,17 @@ def test_derived_quantizer_passes_the_conformance_kit() -> None:
     results = qcore.testing.assert_conformant("quantizer", "example")
     checked = {r.subject for r in results if r.check == "prepare-convert"}
     assert {"conv2d_relu", "linear", "op_add", "silu"} <= checked
+
+
+def test_showing_the_derived_quantizer_prints_no_upstream_warning() -> None:
+    """Reading this backend's observers (``reduce_range``) makes torch warn; nobody running
+    ``qcore show`` can act on that, so it stays out of the output."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "qcore.cli", "show", "quantizer:example"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "derived from backend example" in shown.stdout
+    assert "Warning" not in shown.stderr, shown.stderr

@@ -19,12 +19,14 @@ from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
 # CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
-# RNN weights, torch's probe for the optional NumPy, the deprecation of quantized tensors.
+# RNN weights, torch's probe for the optional NumPy, the deprecation of quantized tensors,
+# and of ``reduce_range`` when a derived quantizer reads a backend's observers.
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
 _NOISY_WARNINGS = (
     r".*were assigned during export",
     r"Failed to initialize NumPy",
     r".*quantized tensor creation functions",
+    r"Please use quant_min and quant_max to specify the range",
 )
 
 
