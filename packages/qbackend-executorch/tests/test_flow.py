@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-import copy
+from functools import partial
 
 import pytest
 import torch
-from executorch_flow import ptq, quantize_nodes, run, torch_executorch_config
 from torch import nn
 from torch.ao.quantization import (
     default_dynamic_qconfig,
@@ -21,10 +20,15 @@ from torch.ao.quantization import (
     get_default_qconfig_mapping,
 )
 from torch.ao.quantization.backend_config import BackendConfig
-from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_qat_fx
 
 import qcore
-from qcore.testing.models import ModelCase, all_cases, case, sqnr, train_toward_float
+from qcore.testing import flow
+from qcore.testing.models import ModelCase, all_cases, case, sqnr
+from qcore.testing.reference import torch_backend_config
+
+ptq = partial(flow.ptq, convert="reference")
+same_outputs = partial(flow.assert_same_outputs, convert="reference")
+run = flow.run
 
 CASES = all_cases()
 # torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
@@ -37,18 +41,14 @@ MIN_SQNR_DB = 30.0
 
 @pytest.fixture(scope="module")
 def configs() -> tuple[BackendConfig, BackendConfig]:
-    return qcore.get_backend_config("executorch"), torch_executorch_config()
+    return qcore.get_backend_config("executorch"), torch_backend_config("executorch")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_torch_mapping_is_bit_identical_across_configs(
     case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
 ) -> None:
-    ours, reference = configs
-    mapping = get_default_qconfig_mapping("qnnpack")
-    assert torch.equal(
-        run(ptq(case, mapping, ours), case), run(ptq(case, mapping, reference), case)
-    )
+    same_outputs(case, get_default_qconfig_mapping("qnnpack"), *configs)
 
 
 @pytest.mark.parametrize(
@@ -57,10 +57,7 @@ def test_torch_mapping_is_bit_identical_across_configs(
 def test_our_mapping_is_bit_identical_across_configs(
     name: str, configs: tuple[BackendConfig, BackendConfig]
 ) -> None:
-    ours, reference = configs
-    model_case, mapping = case(name), qcore.get_qconfig_mapping("executorch")
-    out = run(ptq(model_case, mapping, ours), model_case)
-    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
+    same_outputs(case(name), qcore.get_qconfig_mapping("executorch"), *configs)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -69,7 +66,7 @@ def test_our_mapping_sqnr(case: ModelCase, configs: tuple[BackendConfig, Backend
     converted = ptq(case, mapping, configs[0])
     out = run(converted, case)
     if case.name not in FLOAT_ONLY and not case.name.startswith("embedding"):
-        assert quantize_nodes(converted) > 0, f"{case.name}: nothing was quantized"
+        assert flow.quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
     score = sqnr(run(case.model(), case), out)
     assert score >= MIN_SQNR_DB, f"{case.name}: SQNR {score:.1f} dB"
 
@@ -93,12 +90,9 @@ def test_dynamic_linear(
 ) -> None:
     model_case = case(name)
     mapping = qcore.get_qconfig_mapping("executorch").set_object_type(nn.Linear, qconfig)  # type: ignore[arg-type]
-    ours, reference = configs
-    converted = ptq(model_case, mapping, ours)
+    converted = same_outputs(model_case, mapping, *configs)
     assert marker in converted.code, f"{kind} linear was not applied"
-    out = run(converted, model_case)
-    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
-    assert sqnr(run(model_case.model(), model_case), out) >= MIN_SQNR_DB
+    assert sqnr(run(model_case.model(), model_case), run(converted, model_case)) >= MIN_SQNR_DB
 
 
 QAT_CASES = [
@@ -118,16 +112,6 @@ QAT_CASES = [
 @pytest.mark.parametrize("name", QAT_CASES)
 def test_qat_flow(name: str) -> None:
     """prepare_qat_fx, a few SGD steps towards the float outputs, reference convert."""
-    model_case = case(name)
-    float_model = model_case.model()
-    config = qcore.get_backend_config("executorch")
-    mapping = qcore.get_qconfig_mapping("executorch", is_qat=True)
-    prepared = prepare_qat_fx(
-        copy.deepcopy(float_model).train(), mapping, model_case.inputs(0), backend_config=config
-    )
-    train_toward_float(prepared, float_model, model_case.calibration_batches())
-    prepared.eval()
-    simulated = run(prepared, model_case)
-    out = run(convert_to_reference_fx(prepared, backend_config=config), model_case)
+    float_out, simulated, out = flow.qat_outputs(case(name), "executorch", convert="reference")
     assert sqnr(simulated, out) >= 25, "the converted model departs from its QAT simulation"
-    assert sqnr(run(float_model, model_case), out) >= MIN_SQNR_DB
+    assert sqnr(float_out, out) >= MIN_SQNR_DB

@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import torch
-from onednn_flow import ptq, quantized_engine, quantized_op_count, run, torch_onednn_config
 from torch import nn
 from torch.ao.quantization import default_dynamic_qconfig, get_default_qconfig_mapping
 from torch.ao.quantization.backend_config import BackendConfig
 
 import qcore
+from qcore.engine import quantized_engine
+from qcore.testing.flow import assert_same_outputs, ptq, quantized_op_count, run
 from qcore.testing.models import ModelCase, all_cases, case, sqnr
+from qcore.testing.reference import torch_backend_config
 
 CASES = all_cases()
 TORCH_MAPPING_FAILS: dict[str, type[Exception]] = {
@@ -39,35 +40,32 @@ def onednn_engine() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def configs() -> tuple[BackendConfig, BackendConfig]:
-    return qcore.get_backend_config("onednn"), torch_onednn_config()
+    return qcore.get_backend_config("onednn"), torch_backend_config("onednn")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_torch_mapping_is_bit_identical_across_configs(
     case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
 ) -> None:
-    ours, reference = configs
     mapping = get_default_qconfig_mapping("onednn")
-    if case.name in TORCH_MAPPING_FAILS:
-        for config in (ours, reference):
-            with pytest.raises(TORCH_MAPPING_FAILS[case.name]):
-                ptq(case, mapping, config)
+    if case.name not in TORCH_MAPPING_FAILS:
+        assert_same_outputs(case, mapping, *configs)
         return
-    out = run(ptq(case, mapping, ours), case)
-    expected = run(ptq(case, mapping, reference), case)
-    assert torch.equal(out, expected), f"{case.name}: qcore's config differs from torch's"
+    for config in configs:
+        with pytest.raises(TORCH_MAPPING_FAILS[case.name]):
+            ptq(case, mapping, config)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_our_mapping_runs_everywhere_with_high_sqnr(
     case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
 ) -> None:
-    ours, reference = configs
     mapping = qcore.get_qconfig_mapping("onednn", model=case.model())
-    converted = ptq(case, mapping, ours)
-    out = run(converted, case)
     if case.name in TORCH_MAPPING_FAILS:  # elsewhere the torch-mapping test covers parity
-        assert torch.equal(out, run(ptq(case, mapping, reference), case))
+        converted = assert_same_outputs(case, mapping, *configs)
+    else:
+        converted = ptq(case, mapping, configs[0])
+    out = run(converted, case)
     if case.name not in FLOAT_ONLY:
         assert quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
     score = sqnr(run(case.model(), case), out)
@@ -81,9 +79,6 @@ def test_rnn_dynamic_quantization(name: str, configs: tuple[BackendConfig, Backe
     mapping = qcore.get_qconfig_mapping("onednn", model=case_.model()).set_object_type(
         rnn_type, default_dynamic_qconfig
     )
-    ours, reference = configs
-    converted = ptq(case_, mapping, ours)
+    converted = assert_same_outputs(case_, mapping, *configs)
     assert type(converted.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic")
-    out = run(converted, case_)
-    assert torch.equal(out, run(ptq(case_, mapping, reference), case_))
-    assert sqnr(run(case_.model(), case_), out) >= MIN_SQNR_DB
+    assert sqnr(run(case_.model(), case_), run(converted, case_)) >= MIN_SQNR_DB

@@ -11,6 +11,7 @@ import parity_models as pm
 import pytest
 
 import qcore.host
+from qcore.testing.pt2e import differences
 from qinductor_x86 import quantizer as ours
 
 TABLE: dict[str, Any] = json.loads(
@@ -28,11 +29,6 @@ def test_table_covers_every_model_and_config() -> None:
 def test_annotations_match_torchao(model: str, config: str) -> None:
     with qcore.host.targeting(TABLE["_source"]["target"]):
         mine = pm.annotate_with(ours, model, config)
-    expected = TABLE[f"{model}/{config}"]
-    diff = {
-        node: {"torchao": expected.get(node), "ours": mine.get(node)}
-        for node in sorted(set(expected) | set(mine))
-        if expected.get(node) != mine.get(node)
-    }
+    diff = differences(TABLE[f"{model}/{config}"], mine, names=("torchao", "ours"))
     assert not diff, json.dumps(diff, indent=1)
     assert any("inputs" in a for a in mine.values())

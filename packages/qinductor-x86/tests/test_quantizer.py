@@ -16,6 +16,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 import qcore.host
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
+from qcore.testing.pt2e import exported, quantizing, spec_text
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
@@ -37,7 +38,7 @@ def vnni_target() -> Iterator[None]:
 
 def _text(config: object) -> list[object]:
     specs = ("input_activation", "output_activation", "weight", "bias")
-    return [pm._spec_text(getattr(config, s)) for s in specs] + [config.is_qat]  # type: ignore[attr-defined]
+    return [spec_text(getattr(config, s)) for s in specs] + [config.is_qat]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=str)
@@ -72,11 +73,7 @@ def test_get_quantizer_passes_its_options_to_the_default_config() -> None:
 
 
 def _annotated(quantizer: object, model: str) -> dict[str, object]:
-    built, example = pm.build(model)
-    recording = pm.Recording(quantizer)
-    pm.prepare(recording, built, example, qat=False)
-    assert recording.seen is not None
-    return pm.quantizing(recording.seen)
+    return quantizing(pm.recorded(quantizer, model))
 
 
 def test_conv1d_module_type_is_scoped_where_torchao_ignores_it() -> None:
@@ -113,12 +110,12 @@ def test_conv_plus_scalar_quantizes_where_torchao_fails() -> None:
     model, x = ConvPlusOne().eval(), torch.randn(2, 3, 8, 8)
     with pytest.raises(AssertionError):
         prepare_pt2e(
-            pm.exported(model, (x,)),
+            exported(model, (x,)),
             REF.X86InductorQuantizer().set_global(
                 REF.get_default_x86_inductor_quantization_config()
             ),
         )
-    prepared = prepare_pt2e(pm.exported(model, (x,)), qcore.get_quantizer("x86"))
+    prepared = prepare_pt2e(exported(model, (x,)), qcore.get_quantizer("x86"))
     prepared(x)
     converted = convert_pt2e(prepared)
     assert any("quantize_per_channel" in str(n.target) for n in converted.graph.nodes)

@@ -1,18 +1,15 @@
-"""Real-model shapes for parity with ExecuTorch 1.5.1, and a stable text form of PT2E
-annotations so two quantizers' results can be compared (and checked in as a table)."""
+"""Real-model shapes for parity with ExecuTorch 1.5.1; their annotations as text
+(``qcore.testing.pt2e``) compare two quantizers and are checked in as a table."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx import GraphModule, Node
 
-from qcore import metrics
+from qcore.testing import pt2e
 
 
 class ResNetish(nn.Module):
@@ -133,18 +130,14 @@ class Functional(nn.Module):
         return F.linear(s, self.lw) + s.sum(dim=-1, keepdim=True)
 
 
-def _inputs(*shape: int) -> Callable[[int], tuple[torch.Tensor, ...]]:
-    return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
-
-
 #: name -> (model factory, example-input factory by seed)
-MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
-    "resnet": (ResNetish, _inputs(2, 3, 16, 16)),
-    "mobilenet": (MobileNetish, _inputs(2, 3, 16, 16)),
-    "transformer": (TransformerBlock, _inputs(2, 6, 16)),
-    "mlp": (MLP, _inputs(4, 20)),
-    "rnn": (RNN, _inputs(2, 5, 8)),
-    "functional": (Functional, _inputs(2, 4, 8, 8)),
+MODELS: pt2e.Zoo = {
+    "resnet": (ResNetish, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "mobilenet": (MobileNetish, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "transformer": (TransformerBlock, pt2e.seeded_inputs(2, 6, 16)),
+    "mlp": (MLP, pt2e.seeded_inputs(4, 20)),
+    "rnn": (RNN, pt2e.seeded_inputs(2, 5, 8)),
+    "functional": (Functional, pt2e.seeded_inputs(2, 4, 8, 8)),
 }
 #: config name -> get_symmetric_quantization_config options
 CONFIGS: dict[str, dict[str, bool]] = {
@@ -157,87 +150,15 @@ CONFIGS: dict[str, dict[str, bool]] = {
 def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     factory, inputs = MODELS[name]
-    model = factory().eval()
-    return model, inputs(0)
-
-
-def exported(name: str) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
-    model, example = build(name)
-    gm = torch.export.export(model, example).module()
-    assert isinstance(gm, GraphModule)
-    return gm, example
-
-
-def _spec_text(spec: Any) -> str | None:
-    """One line per spec: ``int8[-128,127] per_tensor_affine axis=None static
-    HistogramObserver(eps=0.000244)`` or ``shared(a->b)``."""
-    from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
-
-    if spec is None:
-        return None
-    if isinstance(spec, SharedQuantizationSpec):
-        edge = spec.edge_or_node
-        return (
-            f"shared({'->'.join(n.name for n in edge) if isinstance(edge, tuple) else edge.name})"
-        )
-    ctr = spec.observer_or_fake_quant_ctr
-    partial = getattr(ctr, "p", None)
-    ctr_name = getattr(getattr(partial, "func", ctr), "__name__", repr(ctr))
-    args = ",".join(
-        f"{k}={getattr(v, '__name__', repr(v))}"
-        for k, v in sorted(getattr(partial, "keywords", {}).items())
-    )
-    kind = "dynamic" if spec.is_dynamic else "static"
-    return (
-        f"{str(spec.dtype).removeprefix('torch.')}[{spec.quant_min},{spec.quant_max}] "
-        f"{str(spec.qscheme).removeprefix('torch.')} axis={spec.ch_axis} {kind} {ctr_name}({args})"
-    )
-
-
-def annotations(gm: GraphModule) -> dict[str, Any]:
-    """Node name -> its annotation as plain data (inputs by node name, specs by fields)."""
-    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
-
-    result: dict[str, Any] = {}
-    for node in gm.graph.nodes:
-        ann = node.meta.get(Q_ANNOTATION_KEY)
-        if ann is None:
-            continue
-        entry: dict[str, Any] = {"annotated": bool(ann._annotated)}
-        if ann.input_qspec_map:
-            entry["inputs"] = {
-                n.name: _spec_text(q) for n, q in ann.input_qspec_map.items() if isinstance(n, Node)
-            }
-        if ann.output_qspec is not None:
-            entry["output"] = _spec_text(ann.output_qspec)
-        result[node.name] = entry
-    return result
+    return factory().eval(), inputs(0)
 
 
 def annotate_with(quantizer: Any, name: str) -> dict[str, Any]:
-    gm, _ = exported(name)
-    gm = quantizer.transform_for_annotation(gm)
-    quantizer.annotate(gm)
-    return annotations(gm)
+    return pt2e.annotate(quantizer, pt2e.exported(*build(name)))
 
 
 def quantize_with(
     quantizer: Any, name: str, calib_batches: int = 4
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(quantized output, float output) on a held-out batch after calibration."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    model, _ = build(name)
-    gm, _ = exported(name)
-    prepared = prepare_pt2e(gm, quantizer)
-    inputs = MODELS[name][1]
-    for seed in range(1, calib_batches + 1):
-        prepared(*inputs(seed))
-    converted = convert_pt2e(prepared)
-    held_out = inputs(100)
-    with torch.no_grad():
-        return converted(*held_out), copy.deepcopy(model)(*held_out)
-
-
-def sqnr(quantized: torch.Tensor, reference: torch.Tensor) -> float:
-    return metrics.sqnr(reference, quantized)
+    return pt2e.quantized_outputs(quantizer, build(name)[0], MODELS[name][1], calibration=calib_batches)
