@@ -20,6 +20,7 @@ from torch.ao.quantization.quantize_fx import prepare_fx
 
 from qcore.testing import CheckResult, assert_conformant, check_backend
 from qcore.testing.backend import check_backend_config
+from qcore.testing.fresh import run_fresh
 from qcore.testing.patterns import PatternNode
 from qcore.testing.synth import NotSynthesizableError, synthesize
 
@@ -439,9 +440,7 @@ def test_torch_onednn_patterns_all_synthesize() -> None:
 
 def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
     # the kit is imported lazily from qcore.testing; qcore itself must not pull it in
-    import subprocess
-    import sys
-
-    code = "import sys, qcore, qcore.testing; print('qcore.testing.synth' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    code = (
+        "import sys, qcore, qcore.testing.fresh as f; f.emit('qcore.testing.synth' in sys.modules)"
+    )
+    assert run_fresh(code).result() is False

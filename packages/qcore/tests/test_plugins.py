@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 import qcore
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
+from qcore.testing.fresh import run_fresh
 
 FakeDist = Callable[..., Path]
 
@@ -264,8 +264,6 @@ def test_import_qcore_and_list_plugins_import_no_plugin_and_no_torch() -> None:
         "qcore.list_plugins()\n"
         "heavy = [m for m in sys.modules if m.startswith(('qbackend_', 'qquantizer_', "
         "'qinductor_', 'torchao', 'torch'))]\n"
-        "print(heavy)"
+        "import qcore.testing.fresh as f; f.emit(heavy)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert run_fresh(code).result() == []

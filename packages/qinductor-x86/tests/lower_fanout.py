@@ -2,9 +2,9 @@
 
 Run in a fresh interpreter by ``test_lowering_fanout.py``, once per lowering:
 
-    python lower_fanout.py torch OUT.json   # torch 2.13's built-in x86 passes, alone
-    python lower_fanout.py ours OUT.json    # qinductor-x86 alone (torch's copy switched off),
-                                            # once per target: avx2 and avx512_vnni
+    python lower_fanout.py torch   # torch 2.13's built-in x86 passes, alone
+    python lower_fanout.py ours    # qinductor-x86 alone (torch's copy switched off),
+                                   # once per target: avx2 and avx512_vnni
 
 Every graph is quantized by torchao 0.18's ``X86InductorQuantizer`` (full-range int8
 weights, loaded without its pass registration) and compiled with freezing. For each: the
@@ -17,10 +17,8 @@ entries and how many layers can overflow a 16-bit pair (by brute force, independ
 from __future__ import annotations
 
 import ast
-import json
 import re
 import sys
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torch
-from test_lowering_saturation import brute_force_worst_pair
+from test_lowering_saturation import INT16_MAX, brute_force_worst_pair, int8_weights
 from torch import nn
 
-import qcore
 import qcore.host
+from qcore.testing.fresh import emit
 
 TARGETS = ("avx2", "avx512_vnni")
 KERNEL = "torch.ops.onednn.q"
@@ -102,23 +100,27 @@ GRAPHS: dict[str, tuple[type[nn.Module], tuple[int, ...]]] = {
 }
 
 
-def measure(converted: Any, x: torch.Tensor, scope: AbstractContextManager[Any]) -> dict[str, Any]:
-    with torch.no_grad():
-        eager = converted(x)
-    with zoo.fresh_compile(), scope:
-        compiled, code = zoo.compile_and_run(converted, (x,))
-    calls = kernel_calls(code)
-    assert len(calls) == len(zoo.int8_kernel_calls(code))
-    return {
+def measure(converted: Any, x: torch.Tensor, target: str | None) -> dict[str, Any]:
+    """Compiled by this package's lowering for ``target``, or (None) by torch's passes."""
+    result = zoo.lower(converted, (x,), target=target, lowered=target is not None)
+    calls = kernel_calls(result.code)
+    assert len(calls) == len(result.kernels)
+    measured = {
         "kernels": [name for name, _ in calls],
         "packed_weights": [weight for _, weight in calls],
-        "our_packed_constants": sorted(set(re.findall(r"\b_qinductor_x86_packed\d+\b", code))),
-        "rel_l2_compiled_vs_eager": zoo.relative_l2(eager, compiled),
-        "output": compiled.flatten().tolist(),
+        "our_packed_constants": sorted(
+            set(re.findall(r"\b_qinductor_x86_packed\d+\b", result.code))
+        ),
+        "rel_l2_compiled_vs_eager": result.relative_l2,
+        "output": result.output.flatten().tolist(),
     }
+    if target is not None:
+        measured["doubled"] = result.count("reduction doubled")
+        measured["prepacked"] = result.count("weight prepack")
+    return measured
 
 
-def main(mode: str, out: Path) -> None:
+def main(mode: str) -> None:
     results: dict[str, Any] = {"_host": {"saturates_u8s8": qcore.host.target().saturates_u8s8}}
     if mode == "ours":
         from qinductor_x86.lowering import switch_off_torch_builtins
@@ -129,24 +131,18 @@ def main(mode: str, out: Path) -> None:
         x = zoo.example(*shape, seed=1)
         converted = zoo.quantize(model_type().eval(), (x,), "torchao")
         if mode == "torch":
-            results[name] = measure(converted, x, nullcontext())
+            results[name] = measure(converted, x, None)
             continue
         overflowing = sum(
-            brute_force_worst_pair(converted.get_buffer(str(node.args[0].target)), 255) > 32767
-            for node in converted.graph.nodes
-            if node.target is torch.ops.quantized_decomposed.dequantize_per_channel.default
+            brute_force_worst_pair(w, 255) > INT16_MAX for w in int8_weights(converted)
         )
         for target in TARGETS:
-            lowering = qcore.get_lowering("x86")
-            with qcore.host.targeting(target):
-                result = measure(converted, x, lowering)
-            lowered = lowering.report().lowered
-            result["doubled"] = sum(n for k, n in lowered.items() if "reduction doubled" in k)
-            result["prepacked"] = sum(n for k, n in lowered.items() if "weight prepack" in k)
-            result["can_overflow"] = overflowing
-            results[f"{name}@{target}"] = result
-    out.write_text(json.dumps(results, indent=1))
+            results[f"{name}@{target}"] = {
+                **measure(converted, x, target),
+                "can_overflow": overflowing,
+            }
+    emit(results)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1])

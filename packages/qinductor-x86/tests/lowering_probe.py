@@ -8,12 +8,11 @@ at the first compile, torchao at import), so each mode needs a fresh interpreter
 * ``torchao``: torchao's x86 quantizer module imported as users import it (it registers
   its passes and overwrites ``pre_grad_custom_pass``); the lowering installed after it.
 
-Run by test_lowering_modes.py: ``python lowering_probe.py MODE``.
+Run by test_lowering_modes.py: ``python lowering_probe.py MODE`` (``lowering_zoo.run_script``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 import qcore
+from qcore.testing.fresh import emit
 from qinductor_x86 import lowering as x86_lowering
 
 
@@ -34,19 +34,13 @@ def compile_one(
     converted = zoo.quantize(model, inputs, quantizer)
     if narrow:  # fusions, not splits, on any host
         zoo.narrow_weights(converted)
-    with torch.no_grad():
-        expected = converted(*inputs)
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile(), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-        counters = zoo.inductor_counters()
-    report = lowering.report()
+    result = zoo.lower(converted, inputs)
     return {
-        "kernels": len(zoo.int8_kernel_calls(code)),
-        "reported_kernels": report.int8_kernels,
-        "relative_l2": zoo.relative_l2(expected, output),
-        "counters": {k: v for k, v in counters.items() if k.endswith("_count")},
-        "lowered": dict(report.lowered),
+        "kernels": len(result.kernels),
+        "reported_kernels": result.report.int8_kernels,
+        "relative_l2": result.relative_l2,
+        "counters": {k: v for k, v in result.counters.items() if k.endswith("_count")},
+        "lowered": dict(result.report.lowered),
     }
 
 
@@ -82,6 +76,4 @@ def with_torchao() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    mode = sys.argv[1]
-    out = standalone() if mode == "standalone" else with_torchao()
-    print("PROBE " + json.dumps(out))
+    emit(standalone() if sys.argv[1] == "standalone" else with_torchao())

@@ -258,9 +258,7 @@ class ReusedReLU(nn.Module):
 
 #: Models calling one module at several sites, each with its twin: the same computation
 #: and weights with one module per call site (node names equal, so annotations compare).
-REUSED: dict[
-    str, tuple[Callable[[], nn.Module], pt2e.InputsBySeed, str]
-] = {
+REUSED: dict[str, tuple[Callable[[], nn.Module], pt2e.InputsBySeed, str]] = {
     "resnet_reused": (lambda: ResNet(reuse_relu=True), MODELS["resnet"][1], "resnet"),
     "conv_reused": (ReusedConv, pt2e.seeded_inputs(2, 4, 8, 8), "conv_tied_twin"),
     "relu_reused": (ReusedReLU, pt2e.seeded_inputs(4, 12), "relu_reused"),
@@ -346,4 +344,6 @@ def quantize(
     """(quantized output, float output) on a held-out batch after calibration (for QAT:
     a few training-mode passes, then eval)."""
     model, _ = build(name, train=qat)
-    return pt2e.quantized_outputs(quantizer, model, lookup(name)[1], qat=qat, calibration=calib_batches)
+    return pt2e.quantized_outputs(
+        quantizer, model, lookup(name)[1], qat=qat, calibration=calib_batches
+    )

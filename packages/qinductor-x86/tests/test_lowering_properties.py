@@ -18,8 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-import qcore
-
 PROPERTY = settings(
     max_examples=3,
     deadline=None,
@@ -45,16 +43,10 @@ def _check(model: nn.Module, inputs: tuple[torch.Tensor, ...], narrow: bool, lay
     converted = zoo.quantize(model, inputs, "x86")
     if narrow:
         zoo.narrow_weights(converted)
-    with torch.no_grad():
-        expected = converted(*inputs)
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile(), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-    lowered = lowering.report().lowered
-    prepacked = sum(n for name, n in lowered.items() if "weight prepack" in name)
-    assert prepacked == layers, lowered
-    assert len(zoo.int8_kernel_calls(code)) == layers  # one kernel per layer, on any target
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    result = zoo.lower(converted, inputs)
+    assert result.count("weight prepack") == layers, result.report.lowered
+    assert len(result.kernels) == layers  # one kernel per layer, on any target
+    assert result.relative_l2 <= TOLERANCE
 
 
 @PROPERTY
@@ -164,15 +156,7 @@ def test_binary_fusions(
     shift, spread = activation
     shape = (2, channels, 6, 6) if kind == "conv" else (6, channels)
     inputs = (zoo.example(*shape, shift=shift, spread=spread),)
-    model = Model()
-    converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
-    with torch.no_grad():
-        expected = converted(*inputs)
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile(), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-    lowered = lowering.report().lowered
-    binary = [name for name in lowered if f"{kind} + add" in name]
-    assert binary, lowered
-    assert len(zoo.int8_kernel_calls(code)) == 3
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    result = zoo.lower(zoo.narrow_weights(zoo.quantize(Model(), inputs, "x86")), inputs)
+    assert result.count(f"{kind} + add"), result.report.lowered
+    assert len(result.kernels) == 3
+    assert result.relative_l2 <= TOLERANCE

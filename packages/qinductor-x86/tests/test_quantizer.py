@@ -16,6 +16,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 import qcore.host
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
+from qcore.testing.fresh import run_fresh
 from qcore.testing.pt2e import exported, quantizing, spec_text
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (
@@ -168,9 +169,6 @@ def test_mixing_qat_and_ptq_configs_warns_and_keeps_the_first() -> None:
 
 def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
     """Unlike torchao's x86 quantizer module, which installs its Inductor passes."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, torch._inductor.config as c\n"
         "before = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
@@ -179,11 +177,9 @@ def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
         "q = qcore.get_quantizer('x86')\n"
         "after = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
         "c.post_grad_custom_post_pass)\n"
-        "assert before == after, (before, after)\n"
-        "assert 'torchao.quantization.pt2e.quantizer.x86_inductor_quantizer' not in sys.modules\n"
-        "assert 'torchao.quantization.pt2e.inductor_passes.x86' not in sys.modules\n"
-        "print(type(q).__name__)"
+        "torchaos = [m for m in sys.modules if m.startswith(("
+        "'torchao.quantization.pt2e.quantizer.x86_inductor_quantizer', "
+        "'torchao.quantization.pt2e.inductor_passes.x86'))]\n"
+        "import qcore.testing.fresh as f; f.emit([before == after, torchaos, type(q).__name__])"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.strip().endswith("X86InductorQuantizer")
+    assert run_fresh(code).result() == [True, [], "X86InductorQuantizer"]

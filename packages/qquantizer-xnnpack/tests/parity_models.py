@@ -161,4 +161,6 @@ def quantize_with(
     quantizer: Any, name: str, calib_batches: int = 4
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(quantized output, float output) on a held-out batch after calibration."""
-    return pt2e.quantized_outputs(quantizer, build(name)[0], MODELS[name][1], calibration=calib_batches)
+    return pt2e.quantized_outputs(
+        quantizer, build(name)[0], MODELS[name][1], calibration=calib_batches
+    )

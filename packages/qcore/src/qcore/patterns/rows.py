@@ -109,26 +109,24 @@ def pattern_config(
     if complex_pattern:
         private.set_pattern_complex_format(config, pattern)
     config.set_dtype_configs(_checked_dtypes(pattern, dtype_configs))
-    if observation is not None:
-        config.set_observation_type(observation)
-    if root is not None:
-        config.set_root_module(root)
-    if qat is not None:
-        config.set_qat_module(qat)
-    if reference is not None:
-        config.set_reference_quantized_module(reference)
-    if fused is not None:
-        config.set_fused_module(fused)
-    if fuser is not None:
-        config.set_fuser_method(fuser)
-    if root_node_getter is not None:
-        private.set_root_node_getter(config, root_node_getter)
-    if extra_inputs_getter is not None:
-        private.set_extra_inputs_getter(config, extra_inputs_getter)
-    if input_type_to_index:
-        private.set_input_type_to_index(config, dict(input_type_to_index))
-    if num_tensor_args:
-        private.set_num_tensor_args_to_observation_type(config, dict(num_tensor_args))
+    setters: list[tuple[Any, Callable[[Any], Any]]] = [
+        (observation, config.set_observation_type),
+        (root, config.set_root_module),
+        (qat, config.set_qat_module),
+        (reference, config.set_reference_quantized_module),
+        (fused, config.set_fused_module),
+        (fuser, config.set_fuser_method),
+        (root_node_getter, lambda v: private.set_root_node_getter(config, v)),
+        (extra_inputs_getter, lambda v: private.set_extra_inputs_getter(config, v)),
+        (input_type_to_index or None, lambda v: private.set_input_type_to_index(config, dict(v))),
+        (
+            num_tensor_args or None,
+            lambda v: private.set_num_tensor_args_to_observation_type(config, dict(v)),
+        ),
+    ]
+    for value, setter in setters:
+        if value is not None:  # unset: torch's default for the field
+            setter(value)
     return config
 
 
