@@ -19,12 +19,11 @@ from torch.ao.quantization import (
     float16_dynamic_qconfig,
     get_default_qconfig_mapping,
 )
-from torch.ao.quantization.backend_config import BackendConfig
 
 import qcore
 from qcore.testing import flow
 from qcore.testing.models import ModelCase, all_cases, case, sqnr
-from qcore.testing.reference import torch_backend_config
+from qcore.testing.reference import config_pair
 
 ptq = partial(flow.ptq, convert="reference")
 same_outputs = partial(flow.assert_same_outputs, convert="reference")
@@ -37,33 +36,24 @@ FLOAT_ONLY = {c.name for c in CASES if c.name.startswith(("conv1d", "conv3d"))} 
     "conv_transpose2d"
 }
 MIN_SQNR_DB = 30.0
-
-
-@pytest.fixture(scope="module")
-def configs() -> tuple[BackendConfig, BackendConfig]:
-    return qcore.get_backend_config("executorch"), torch_backend_config("executorch")
+CONFIGS = config_pair("executorch")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_torch_mapping_is_bit_identical_across_configs(
-    case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    same_outputs(case, get_default_qconfig_mapping("qnnpack"), *configs)
+def test_torch_mapping_is_bit_identical_across_configs(case: ModelCase) -> None:
+    same_outputs(case, get_default_qconfig_mapping("qnnpack"), *CONFIGS)
 
 
 @pytest.mark.parametrize(
     "name", ["resnet", "mobilenet", "transformer", "functional", "share_qparams"]
 )
-def test_our_mapping_is_bit_identical_across_configs(
-    name: str, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    same_outputs(case(name), qcore.get_qconfig_mapping("executorch"), *configs)
+def test_our_mapping_is_bit_identical_across_configs(name: str) -> None:
+    same_outputs(case(name), qcore.get_qconfig_mapping("executorch"), *CONFIGS)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_our_mapping_sqnr(case: ModelCase, configs: tuple[BackendConfig, BackendConfig]) -> None:
-    mapping = qcore.get_qconfig_mapping("executorch")
-    converted = ptq(case, mapping, configs[0])
+def test_our_mapping_sqnr(case: ModelCase) -> None:
+    converted = ptq(case, qcore.get_qconfig_mapping("executorch"), CONFIGS[0])
     out = run(converted, case)
     if case.name not in FLOAT_ONLY and not case.name.startswith("embedding"):
         assert flow.quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
@@ -71,9 +61,9 @@ def test_our_mapping_sqnr(case: ModelCase, configs: tuple[BackendConfig, Backend
     assert score >= MIN_SQNR_DB, f"{case.name}: SQNR {score:.1f} dB"
 
 
-def test_embeddings_are_weight_only_quantized(configs: tuple[BackendConfig, BackendConfig]) -> None:
+def test_embeddings_are_weight_only_quantized() -> None:
     for name in ("embedding", "embedding_bag"):
-        converted = ptq(case(name), qcore.get_qconfig_mapping("executorch"), configs[0])
+        converted = ptq(case(name), qcore.get_qconfig_mapping("executorch"), CONFIGS[0])
         assert converted.embedding.weight_dtype == torch.quint8
 
 
@@ -85,12 +75,10 @@ def test_embeddings_are_weight_only_quantized(configs: tuple[BackendConfig, Back
     ],
 )
 @pytest.mark.parametrize("name", ["linear", "transformer"])
-def test_dynamic_linear(
-    name: str, kind: str, qconfig: object, marker: str, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
+def test_dynamic_linear(name: str, kind: str, qconfig: object, marker: str) -> None:
     model_case = case(name)
     mapping = qcore.get_qconfig_mapping("executorch").set_object_type(nn.Linear, qconfig)  # type: ignore[arg-type]
-    converted = same_outputs(model_case, mapping, *configs)
+    converted = same_outputs(model_case, mapping, *CONFIGS)
     assert marker in converted.code, f"{kind} linear was not applied"
     assert sqnr(run(model_case.model(), model_case), run(converted, model_case)) >= MIN_SQNR_DB
 

@@ -17,8 +17,10 @@ entries and how many layers can overflow a 16-bit pair (by brute force, independ
 from __future__ import annotations
 
 import ast
+import operator
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,49 +56,35 @@ def kernel_calls(code: str) -> list[tuple[str, str]]:
     return calls
 
 
-class FanOutAdd(nn.Module):
-    """``t = l1(x) + l2(x); y = l3(t) + l4(t)``: the sum is read by two linears."""
+class FanOut(nn.Module):
+    """``t = join(l1(x), l2(x)); y = l3(t) + l4(t)``: the joined result is read by two
+    linears (``joined``: its width)."""
 
-    def __init__(self, features: int = 16) -> None:
+    def __init__(self, join: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], joined: int = 16) -> None:
         super().__init__()
-        self.l1, self.l2, self.l3, self.l4 = (nn.Linear(features, features) for _ in range(4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = self.l1(x) + self.l2(x)
-        return self.l3(t) + self.l4(t)
-
-
-class FanOutCat(nn.Module):
-    """The concatenation of two linears' outputs, read by two linears."""
-
-    def __init__(self) -> None:
-        super().__init__()
+        self.join = join
         self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
-        self.l3, self.l4 = nn.Linear(32, 16), nn.Linear(32, 16)
+        self.l3, self.l4 = nn.Linear(joined, 16), nn.Linear(joined, 16)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.cat([self.l1(x), self.l2(x)], dim=-1)
+        t = self.join(self.l1(x), self.l2(x))
         return self.l3(t) + self.l4(t)
 
 
-class FanOutReshape(nn.Module):
-    """A sum on a 3-D input, flattened, and the flattened codes read by two linears."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
-        self.l3, self.l4 = nn.Linear(64, 16), nn.Linear(64, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.flatten(self.l1(x) + self.l2(x), 1)
-        return self.l3(t) + self.l4(t)
+def _cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.cat([a, b], dim=-1)
 
 
-GRAPHS: dict[str, tuple[type[nn.Module], tuple[int, ...]]] = {
-    "add_2d": (FanOutAdd, (8, 16)),
-    "add_3d": (FanOutAdd, (2, 4, 16)),
-    "cat": (FanOutCat, (8, 16)),
-    "reshape": (FanOutReshape, (2, 4, 16)),
+def _flattened_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A sum on a 3-D input, flattened: the flattened codes are what fans out."""
+    return torch.flatten(a + b, 1)
+
+
+GRAPHS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "add_2d": (lambda: FanOut(operator.add), (8, 16)),
+    "add_3d": (lambda: FanOut(operator.add), (2, 4, 16)),
+    "cat": (lambda: FanOut(_cat, 32), (8, 16)),
+    "reshape": (lambda: FanOut(_flattened_sum, 64), (2, 4, 16)),
 }
 
 
@@ -126,10 +114,10 @@ def main(mode: str) -> None:
         from qinductor_x86.lowering import switch_off_torch_builtins
 
         switch_off_torch_builtins()
-    for name, (model_type, shape) in GRAPHS.items():
+    for name, (make, shape) in GRAPHS.items():
         torch.manual_seed(0)
         x = zoo.example(*shape, seed=1)
-        converted = zoo.quantize(model_type().eval(), (x,), "torchao")
+        converted = zoo.quantize(make().eval(), (x,), "torchao")
         if mode == "torch":
             results[name] = measure(converted, x, None)
             continue

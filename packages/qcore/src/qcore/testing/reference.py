@@ -37,6 +37,7 @@ __all__ = [
     "assert_conformant_covering",
     "assert_equals_reference",
     "assert_extensions_only_add_patterns",
+    "config_pair",
     "torch_backend_config",
     "without_extensions",
 ]
@@ -52,6 +53,11 @@ def torch_backend_config(name: str) -> BackendConfig:
     module = importlib.import_module("torch.ao.quantization.backend_config")
     config: BackendConfig = getattr(module, f"get_{name}_backend_config")()
     return config
+
+
+def config_pair(name: str) -> tuple[BackendConfig, BackendConfig]:
+    """(``qcore.get_backend_config(name)``, torch's own config of that name)."""
+    return qcore.get_backend_config(name), torch_backend_config(name)
 
 
 @contextmanager
