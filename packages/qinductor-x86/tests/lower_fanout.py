@@ -60,7 +60,9 @@ class FanOut(nn.Module):
     """``t = join(l1(x), l2(x)); y = l3(t) + l4(t)``: the joined result is read by two
     linears (``joined``: its width)."""
 
-    def __init__(self, join: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], joined: int = 16) -> None:
+    def __init__(
+        self, join: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], joined: int = 16
+    ) -> None:
         super().__init__()
         self.join = join
         self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
