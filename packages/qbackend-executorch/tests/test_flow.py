@@ -9,20 +9,25 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
-from executorch_flow import ptq, quantize_nodes, run, torch_executorch_config
 from torch import nn
 from torch.ao.quantization import (
     default_dynamic_qconfig,
     float16_dynamic_qconfig,
     get_default_qconfig_mapping,
 )
-from torch.ao.quantization.backend_config import BackendConfig
 
 import qcore
-from qcore.testing.flows import qat
+from qcore.testing import flow
 from qcore.testing.models import ModelCase, all_cases, case, sqnr
+from qcore.testing.reference import config_pair
+
+ptq = partial(flow.ptq, convert="reference")
+same_outputs = partial(flow.assert_same_outputs, convert="reference")
+run = flow.run
 
 CASES = all_cases()
 # torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
@@ -31,50 +36,34 @@ FLOAT_ONLY = {c.name for c in CASES if c.name.startswith(("conv1d", "conv3d"))} 
     "conv_transpose2d"
 }
 MIN_SQNR_DB = 30.0
-
-
-@pytest.fixture(scope="module")
-def configs() -> tuple[BackendConfig, BackendConfig]:
-    return qcore.get_backend_config("executorch"), torch_executorch_config()
+CONFIGS = config_pair("executorch")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_torch_mapping_is_bit_identical_across_configs(
-    case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    ours, reference = configs
-    mapping = get_default_qconfig_mapping("qnnpack")
-    assert torch.equal(
-        run(ptq(case, mapping, ours), case), run(ptq(case, mapping, reference), case)
-    )
+def test_torch_mapping_is_bit_identical_across_configs(case: ModelCase) -> None:
+    same_outputs(case, get_default_qconfig_mapping("qnnpack"), *CONFIGS)
 
 
 @pytest.mark.parametrize(
     "name", ["resnet", "mobilenet", "transformer", "functional", "share_qparams"]
 )
-def test_our_mapping_is_bit_identical_across_configs(
-    name: str, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    ours, reference = configs
-    model_case, mapping = case(name), qcore.get_qconfig_mapping("executorch")
-    out = run(ptq(model_case, mapping, ours), model_case)
-    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
+def test_our_mapping_is_bit_identical_across_configs(name: str) -> None:
+    same_outputs(case(name), qcore.get_qconfig_mapping("executorch"), *CONFIGS)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_our_mapping_sqnr(case: ModelCase, configs: tuple[BackendConfig, BackendConfig]) -> None:
-    mapping = qcore.get_qconfig_mapping("executorch")
-    converted = ptq(case, mapping, configs[0])
+def test_our_mapping_sqnr(case: ModelCase) -> None:
+    converted = ptq(case, qcore.get_qconfig_mapping("executorch"), CONFIGS[0])
     out = run(converted, case)
     if case.name not in FLOAT_ONLY and not case.name.startswith("embedding"):
-        assert quantize_nodes(converted) > 0, f"{case.name}: nothing was quantized"
+        assert flow.quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
     score = sqnr(run(case.model(), case), out)
     assert score >= MIN_SQNR_DB, f"{case.name}: SQNR {score:.1f} dB"
 
 
-def test_embeddings_are_weight_only_quantized(configs: tuple[BackendConfig, BackendConfig]) -> None:
+def test_embeddings_are_weight_only_quantized() -> None:
     for name in ("embedding", "embedding_bag"):
-        converted = ptq(case(name), qcore.get_qconfig_mapping("executorch"), configs[0])
+        converted = ptq(case(name), qcore.get_qconfig_mapping("executorch"), CONFIGS[0])
         assert converted.embedding.weight_dtype == torch.quint8
 
 
@@ -86,17 +75,12 @@ def test_embeddings_are_weight_only_quantized(configs: tuple[BackendConfig, Back
     ],
 )
 @pytest.mark.parametrize("name", ["linear", "transformer"])
-def test_dynamic_linear(
-    name: str, kind: str, qconfig: object, marker: str, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
+def test_dynamic_linear(name: str, kind: str, qconfig: object, marker: str) -> None:
     model_case = case(name)
     mapping = qcore.get_qconfig_mapping("executorch").set_object_type(nn.Linear, qconfig)  # type: ignore[arg-type]
-    ours, reference = configs
-    converted = ptq(model_case, mapping, ours)
+    converted = same_outputs(model_case, mapping, *CONFIGS)
     assert marker in converted.code, f"{kind} linear was not applied"
-    out = run(converted, model_case)
-    assert torch.equal(out, run(ptq(model_case, mapping, reference), model_case))
-    assert sqnr(run(model_case.model(), model_case), out) >= MIN_SQNR_DB
+    assert sqnr(run(model_case.model(), model_case), run(converted, model_case)) >= MIN_SQNR_DB
 
 
 QAT_CASES = [
@@ -116,6 +100,6 @@ QAT_CASES = [
 @pytest.mark.parametrize("name", QAT_CASES)
 def test_qat_flow(name: str) -> None:
     """prepare_qat_fx, a few SGD steps towards the float outputs, reference convert."""
-    float_out, simulated, out = qat(case(name), "executorch", reference=True)
+    float_out, simulated, out = flow.qat_outputs(case(name), "executorch", convert="reference")
     assert sqnr(simulated, out) >= 25, "the converted model departs from its QAT simulation"
     assert sqnr(float_out, out) >= MIN_SQNR_DB

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-from executorch_flow import prepare_and_calibrate, run
 from torch.ao.quantization import get_default_qconfig_mapping
 from torch.ao.quantization.quantize_fx import convert_fx
 from torch.fx import GraphModule
@@ -20,6 +19,7 @@ from qbackend_executorch.host import (
     convert,
     host_hazards,
 )
+from qcore.testing.flow import prepare_and_calibrate, run
 from qcore.testing.models import ModelCase, case, sqnr
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import torch
-from executorch_flow import prepare_and_calibrate, ptq
 from torch import nn
 from torch.ao.quantization import ObserverBase
 from torch.ao.quantization.backend_config import BackendConfig, DTypeConfig, DTypeWithConstraints
@@ -15,6 +14,7 @@ from torch.ao.quantization.fake_quantize import FakeQuantizeBase
 from torch.fx import GraphModule, Node
 
 import qcore
+from qcore.testing.flow import prepare_and_calibrate, ptq
 from qcore.testing.models import ModelCase, all_cases, case
 
 SCALE_FLOOR = 2**-12
@@ -142,7 +142,10 @@ def test_calibrated_qparams_respect_the_constraints(name: str) -> None:
     """The qparams that reach the reference model: activation scales and weight ranges."""
     model_case = case(name)
     converted = ptq(
-        model_case, qcore.get_qconfig_mapping("executorch"), qcore.get_backend_config("executorch")
+        model_case,
+        qcore.get_qconfig_mapping("executorch"),
+        qcore.get_backend_config("executorch"),
+        convert="reference",
     )
     scales = [
         getattr(converted, str(n.args[1].target))

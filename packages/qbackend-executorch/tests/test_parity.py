@@ -1,51 +1,36 @@
-"""The declarative ExecuTorch config equals torch 2.13's, field by field."""
+"""The declarative ExecuTorch config equals torch 2.13's, field by field, and passes
+qcore's conformance kit with every pattern exercised (the kit converts with
+``convert_to_reference_fx``, what ExecuTorch consumes, which runs on any host)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-import torch.ao.quantization.backend_config.utils  # noqa: F401  (upstream fresh-process bug)
-from torch.ao.quantization.backend_config import get_executorch_backend_config
-
 import qcore
-from qcore.testing import extensions_disabled
-from qcore.testing.fresh import run_fresh
+from qcore.testing import reference as kit
 from qcore.testing.fusion import fusion_failures
-from qcore.testing.parity import compare_backend_configs
+
+TORCHS = kit.torch_backend_config("executorch")
 
 
-@pytest.fixture
-def no_extensions() -> Iterator[None]:
-    """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
-    with extensions_disabled("backend-extension", "executorch"):
-        yield
-
-def test_identical_to_torch_executorch_config(no_extensions: None) -> None:
-    ours = qcore.get_backend_config("executorch")
-    reference = get_executorch_backend_config()
-    assert compare_backend_configs(ours, reference) == []
-    assert ours.name == "executorch"
-    assert len(ours.configs) == len(reference.configs) == 84
+def test_executorch_is_conformant_and_every_pattern_runs() -> None:
+    kit.assert_conformant_covering("executorch", TORCHS)  # torch's 84 patterns at least
 
 
-def test_no_fusion_needs_an_upstream_fuser_bug_exemption(no_extensions: None) -> None:
+def test_identical_to_torch_executorch_config() -> None:
+    kit.assert_equals_reference("executorch", TORCHS, patterns=84)
+
+
+def test_no_fusion_needs_an_upstream_fuser_bug_exemption() -> None:
     """Unlike oneDNN's Linear -> tanh / leaky_relu, every fusion of torch's ExecuTorch
     config runs in torch's own fuse pass, so parity above compares every fuser as is."""
-    assert fusion_failures(get_executorch_backend_config()) == {}
-    assert fusion_failures(qcore.get_backend_config("executorch")) == {}
+    assert fusion_failures(TORCHS) == {}
+    with kit.without_extensions("executorch"):
+        assert fusion_failures(qcore.get_backend_config("executorch")) == {}
 
 
 def test_builds_in_a_fresh_interpreter() -> None:
-    code = "import qcore; print(qcore.get_backend_config('executorch').name)"
-    done = run_fresh(code)
-    assert done.ok, done.describe()
-    assert done.stdout.strip() == "executorch"
+    kit.assert_builds_in_a_fresh_interpreter("executorch")
 
 
 def test_extensions_only_add_patterns() -> None:
     """With extensions installed the differences are extra patterns, nothing changed."""
-    diffs = compare_backend_configs(
-        qcore.get_backend_config("executorch"), get_executorch_backend_config()
-    )
-    assert all(d.endswith(": extra (not in reference)") for d in diffs), diffs
+    kit.assert_extensions_only_add_patterns("executorch", TORCHS)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from executorch_flow import ptq, run
 
 import qcore
 import qcore.fx
+from qcore.testing.flow import ptq, run
 from qcore.testing.models import ModelCase, case, functional_keyword_cases, sqnr
 
 
@@ -17,7 +17,9 @@ def test_qcore_fx_is_torchs_reference_flow(name: str) -> None:
     model_case = case(name)
     ours = qcore.fx.quantize(model_case.model(), "executorch", model_case.calibration_batches())
     mapping = qcore.get_qconfig_mapping("executorch", model=model_case.model())
-    reference = ptq(model_case, mapping, qcore.get_backend_config("executorch"))
+    reference = ptq(
+        model_case, mapping, qcore.get_backend_config("executorch"), convert="reference"
+    )
     assert torch.equal(run(ours, model_case), run(reference, model_case))
     assert not any("quantized." in str(n.target) for n in ours.graph.nodes)
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import torch
-from onednn_flow import ptq, quantized_engine, quantized_op_count, run, torch_onednn_config
 from torch import nn
 from torch.ao.quantization import default_dynamic_qconfig, get_default_qconfig_mapping
-from torch.ao.quantization.backend_config import BackendConfig
 
 import qcore
+from qcore.engine import quantized_engine
+from qcore.testing.flow import assert_same_outputs, ptq, quantized_op_count, run
 from qcore.testing.models import ModelCase, all_cases, case, sqnr
+from qcore.testing.reference import config_pair
 
 CASES = all_cases()
 TORCH_MAPPING_FAILS: dict[str, type[Exception]] = {
@@ -29,6 +29,7 @@ TORCH_MAPPING_FAILS: dict[str, type[Exception]] = {
 }
 FLOAT_ONLY = {"embedding", "embedding_bag"}  # onednn's weight-only qint8 cannot match them
 MIN_SQNR_DB = 30.0
+CONFIGS = config_pair("onednn")
 
 
 @pytest.fixture(autouse=True)
@@ -37,37 +38,25 @@ def onednn_engine() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="module")
-def configs() -> tuple[BackendConfig, BackendConfig]:
-    return qcore.get_backend_config("onednn"), torch_onednn_config()
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_torch_mapping_is_bit_identical_across_configs(
-    case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    ours, reference = configs
+def test_torch_mapping_is_bit_identical_across_configs(case: ModelCase) -> None:
     mapping = get_default_qconfig_mapping("onednn")
-    if case.name in TORCH_MAPPING_FAILS:
-        for config in (ours, reference):
-            with pytest.raises(TORCH_MAPPING_FAILS[case.name]):
-                ptq(case, mapping, config)
+    if case.name not in TORCH_MAPPING_FAILS:
+        assert_same_outputs(case, mapping, *CONFIGS)
         return
-    out = run(ptq(case, mapping, ours), case)
-    expected = run(ptq(case, mapping, reference), case)
-    assert torch.equal(out, expected), f"{case.name}: qcore's config differs from torch's"
+    for config in CONFIGS:
+        with pytest.raises(TORCH_MAPPING_FAILS[case.name]):
+            ptq(case, mapping, config)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_our_mapping_runs_everywhere_with_high_sqnr(
-    case: ModelCase, configs: tuple[BackendConfig, BackendConfig]
-) -> None:
-    ours, reference = configs
+def test_our_mapping_runs_everywhere_with_high_sqnr(case: ModelCase) -> None:
     mapping = qcore.get_qconfig_mapping("onednn", model=case.model())
-    converted = ptq(case, mapping, ours)
-    out = run(converted, case)
     if case.name in TORCH_MAPPING_FAILS:  # elsewhere the torch-mapping test covers parity
-        assert torch.equal(out, run(ptq(case, mapping, reference), case))
+        converted = assert_same_outputs(case, mapping, *CONFIGS)
+    else:
+        converted = ptq(case, mapping, CONFIGS[0])
+    out = run(converted, case)
     if case.name not in FLOAT_ONLY:
         assert quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
     score = sqnr(run(case.model(), case), out)
@@ -75,15 +64,12 @@ def test_our_mapping_runs_everywhere_with_high_sqnr(
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru"])
-def test_rnn_dynamic_quantization(name: str, configs: tuple[BackendConfig, BackendConfig]) -> None:
+def test_rnn_dynamic_quantization(name: str) -> None:
     case_ = case(name)
     rnn_type = nn.LSTM if name == "lstm" else nn.GRU
     mapping = qcore.get_qconfig_mapping("onednn", model=case_.model()).set_object_type(
         rnn_type, default_dynamic_qconfig
     )
-    ours, reference = configs
-    converted = ptq(case_, mapping, ours)
+    converted = assert_same_outputs(case_, mapping, *CONFIGS)
     assert type(converted.rnn).__module__.startswith("torch.ao.nn.quantized.dynamic")
-    out = run(converted, case_)
-    assert torch.equal(out, run(ptq(case_, mapping, reference), case_))
-    assert sqnr(run(case_.model(), case_), out) >= MIN_SQNR_DB
+    assert sqnr(run(case_.model(), case_), run(converted, case_)) >= MIN_SQNR_DB

@@ -13,13 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from onednn_flow import ptq, quantized_engine, run
 from test_flow import TORCH_MAPPING_FAILS
 from torch.ao.quantization import get_default_qconfig_mapping
-from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
+from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx
 
 import qcore
 import qcore.fx
+from qcore.engine import quantized_engine
+from qcore.testing.flow import prepare_and_calibrate, ptq, run
 from qcore.testing.models import (
     ModelCase,
     all_cases,
@@ -54,11 +55,7 @@ def test_full_range_saturates_exactly_where_the_host_does() -> None:
     at AVX2 on VNNI hosts, so CI sees both answers.)"""
     linear = case("linear")
     config = qcore.get_backend_config("onednn")
-    prepared = prepare_fx(linear.model(), get_default_qconfig_mapping("onednn"),
-                          linear.inputs(0), backend_config=config)
-    with torch.no_grad():
-        for batch in linear.calibration_batches():
-            prepared(*batch)
+    prepared = prepare_and_calibrate(linear, get_default_qconfig_mapping("onednn"), config)
     exact = convert_to_reference_fx(copy.deepcopy(prepared), backend_config=config)
     native = convert_fx(prepared, backend_config=config)
     float_out = run(linear.model(), linear)

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from onednn_flow import ptq, quantized_engine, run, torch_onednn_config
 from torch import nn
 from torch.ao.quantization import (
     FixedQParamsObserver,
@@ -21,8 +20,10 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 
 import qcore
 from qbackend_onednn.mapping import CONV_TRANSPOSE_OPS, EMBEDDING_MODULES, fused_module_type_chains
-from qcore.testing.flows import qat
+from qcore.engine import quantized_engine
+from qcore.testing.flow import ptq, qat_outputs, run
 from qcore.testing.models import ModelCase, case, sqnr
+from qcore.testing.reference import torch_backend_config
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +66,7 @@ def test_standalone_tanh_keeps_torch_fixed_qparams_when_model_is_given() -> None
 
 def test_conv_transpose_fails_with_torch_mapping() -> None:
     with pytest.raises(AssertionError, match="ConvTranspose"):
-        ptq(case("conv_transpose2d"), get_default_qconfig_mapping("onednn"), torch_onednn_config())
+        ptq(case("conv_transpose2d"), get_default_qconfig_mapping("onednn"), torch_backend_config("onednn"))
 
 
 def test_per_tensor_conv_transpose_would_run_but_is_wrong_on_onednn() -> None:
@@ -76,9 +77,9 @@ def test_per_tensor_conv_transpose_would_run_but_is_wrong_on_onednn() -> None:
     per_tensor = QConfig(activation=global_qconfig.activation, weight=default_weight_observer)
     mapping = get_default_qconfig_mapping("onednn").set_object_type(nn.ConvTranspose2d, per_tensor)
     expected = run(model_case.model(), model_case)
-    broken = run(ptq(model_case, mapping, torch_onednn_config()), model_case)
+    broken = run(ptq(model_case, mapping, torch_backend_config("onednn")), model_case)
     assert sqnr(expected, broken) < 10
-    ours = ptq(model_case, qcore.get_qconfig_mapping("onednn"), torch_onednn_config())
+    ours = ptq(model_case, qcore.get_qconfig_mapping("onednn"), torch_backend_config("onednn"))
     assert sqnr(expected, run(ours, model_case)) >= 30
 
 
@@ -198,7 +199,7 @@ QAT_CASES = [
 @pytest.mark.parametrize("name", QAT_CASES)
 def test_qat_flow(name: str) -> None:
     """prepare_qat_fx, a few SGD steps towards the float outputs, convert_fx."""
-    float_out, simulated, out = qat(case(name), "onednn")
+    float_out, simulated, out = qat_outputs(case(name), "onednn")
     assert sqnr(simulated, out) >= 30, "the converted model departs from its QAT simulation"
     assert sqnr(float_out, out) >= 30
 

@@ -6,57 +6,47 @@ function ``torch.tanh`` / ``F.leaky_relu`` to ``nni.LinearTanh`` / ``nni.LinearL
 which assert they get modules). Ours fuses ``torch.tanh`` exactly as ``nn.Tanh`` and
 declines ``F.leaky_relu`` with ``qcore.patterns.UnfusablePattern`` (its
 ``negative_slope`` never reaches a fuser). Every other field of these patterns, and every
-field of the other 219, must still be identical.
+field of the other 219, must still be identical. It passes qcore's conformance kit with
+every pattern exercised.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 import pytest
 import torch
 import torch.ao.nn.intrinsic as nni
 import torch.ao.nn.intrinsic.quantized as nniq
-import torch.ao.quantization.backend_config.utils
 import torch.nn.functional as F
 from torch import nn
 from torch.ao.quantization import get_default_qconfig_mapping
-from torch.ao.quantization.backend_config import get_onednn_backend_config
-from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 import qcore
 from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
-from qcore.testing import extensions_disabled
-from qcore.testing.fresh import run_fresh
+from qcore.testing import flow
+from qcore.testing import reference as kit
 from qcore.testing.fusion import fuse_pattern, fusion_failures
+from qcore.testing.models import ModelCase, sqnr
 from qcore.testing.parity import compare_backend_configs
 
 #: Patterns (torch's reversed nested format) whose fuser crashes in torch 2.13's own
 #: config, where ours fuses (tanh) or declines clearly (leaky_relu); see the docstring.
 KNOWN_UPSTREAM_FUSER_BUGS = frozenset({(torch.tanh, nn.Linear), (F.leaky_relu, nn.Linear)})
+TORCHS = kit.torch_backend_config("onednn")
 
 
+def test_onednn_is_conformant_and_every_pattern_runs() -> None:
+    kit.assert_conformant_covering("onednn", TORCHS)  # torch's 221 patterns at least
 
-@pytest.fixture
-def no_extensions() -> Iterator[None]:
-    """Third-party extensions (e.g. examples/qbackend-example) add patterns on purpose."""
-    with extensions_disabled("backend-extension", "onednn"):
-        yield
 
-def test_identical_to_torch_onednn_config(no_extensions: None) -> None:
-    ours = qcore.get_backend_config("onednn")
-    reference = get_onednn_backend_config()
-    assert (
-        compare_backend_configs(ours, reference, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS)
-        == []
+def test_identical_to_torch_onednn_config() -> None:
+    ours = kit.assert_equals_reference(
+        "onednn", TORCHS, patterns=221, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
     )
-    assert ours.name == "onednn"
-    assert len(ours.configs) == len(reference.configs) == 221
     # without the exemption, the fuser of a listed pattern is the only difference
-    diffs = compare_backend_configs(ours, reference)
-    assert diffs == [
+    assert compare_backend_configs(ours, TORCHS) == [
         "(torch.tanh, nn.Linear): fuser_method(is_qat=False): ours gives LinearTanh "
         "['Linear', 'Tanh'], reference raises AssertionError"
     ]
@@ -65,16 +55,15 @@ def test_identical_to_torch_onednn_config(no_extensions: None) -> None:
 def test_known_upstream_fuser_bugs_are_exactly_torchs_crashing_fusions() -> None:
     """torch's own fuse pass crashes on each listed pattern and on no other one, so the
     list can neither go stale nor miss one."""
-    crashes = fusion_failures(get_onednn_backend_config())
+    crashes = fusion_failures(TORCHS)
     assert set(crashes) == KNOWN_UPSTREAM_FUSER_BUGS
     for message in crashes.values():
         assert message.startswith("AssertionError: Incorrect types for input modules: Linear")
 
 
-def test_ours_fuses_or_declines_each_known_upstream_fuser_bug(
-    no_extensions: None,
-) -> None:
-    ours = qcore.get_backend_config("onednn")
+def test_ours_fuses_or_declines_each_known_upstream_fuser_bug() -> None:
+    with kit.without_extensions("onednn"):
+        ours = qcore.get_backend_config("onednn")
     by_key = {pattern_key(c): c for c in ours.configs}
     assert fusion_failures(ours) == {
         (F.leaky_relu, nn.Linear): "UnfusablePattern: pattern (nn.Linear, F.leaky_relu): "
@@ -92,10 +81,7 @@ def test_ours_fuses_or_declines_each_known_upstream_fuser_bug(
 
 
 def test_builds_in_a_fresh_interpreter() -> None:
-    code = "import qcore; print(qcore.get_backend_config('onednn').name)"
-    done = run_fresh(code)
-    assert done.ok, done.describe()
-    assert done.stdout.strip() == "onednn"
+    kit.assert_builds_in_a_fresh_interpreter("onednn")
 
 
 class _Net(nn.Module):
@@ -121,41 +107,19 @@ def onednn_engine() -> Iterator[None]:
         yield
 
 
-def _quantize(model: nn.Module, backend_config: object, data: list[torch.Tensor]) -> nn.Module:
-    mapping = get_default_qconfig_mapping("onednn")
-    prepared = prepare_fx(copy.deepcopy(model), mapping, (data[0],), backend_config=backend_config)  # type: ignore[arg-type]
-    with torch.no_grad():
-        for batch in data:
-            prepared(batch)
-    return convert_fx(prepared, backend_config=backend_config)  # type: ignore[arg-type]
-
-
-def test_fx_flow_bit_identical_to_torch_config(
-    onednn_engine: object, no_extensions: None
-) -> None:
-    torch.manual_seed(0)
-    model = _Net().eval()
-    with torch.no_grad():
-        model.bn1.running_mean.uniform_(-0.5, 0.5)
-        model.bn1.running_var.uniform_(0.5, 2.0)
-    data = [torch.randn(2, 3, 12, 12) for _ in range(4)]
-    ours = _quantize(model, qcore.get_backend_config("onednn"), data)
-    theirs = _quantize(model, get_onednn_backend_config(), data)
-    kinds = {type(m) for m in ours.modules()}
+def test_fx_flow_bit_identical_to_torch_config(onednn_engine: object) -> None:
+    net = ModelCase("conv_bn_relu_residual", _Net, lambda: (torch.randn(2, 3, 12, 12),))
+    with kit.without_extensions("onednn"):
+        ours = qcore.get_backend_config("onednn")
+    converted = flow.assert_same_outputs(net, get_default_qconfig_mapping("onednn"), ours, TORCHS)
+    kinds = {type(m) for m in converted.modules()}
     assert {nniq.ConvReLU2d, nniq.ConvAddReLU2d} <= kinds  # both fusions really happened
-    x = torch.randn(2, 3, 12, 12)
-    with torch.no_grad():
-        out, ref, flt = ours(x), theirs(x), model(x)
-    assert torch.equal(out, ref)
-    sqnr = 10 * torch.log10(flt.pow(2).mean() / (flt - out).pow(2).mean())
-    assert sqnr > 15  # sanity: it tracks the float model (accuracy is the mapping's job)
+    # sanity: it tracks the float model (accuracy is the mapping's job)
+    assert sqnr(flow.run(net.model(), net), flow.run(converted, net)) > 15
 
 
 def test_extensions_only_add_patterns() -> None:
     """With extensions installed the differences are extra patterns, nothing changed."""
-    diffs = compare_backend_configs(
-        qcore.get_backend_config("onednn"),
-        get_onednn_backend_config(),
-        upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS,
+    kit.assert_extensions_only_add_patterns(
+        "onednn", TORCHS, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
     )
-    assert all(d.endswith(": extra (not in reference)") for d in diffs), diffs

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from qcore.cli import main
+from qcore.testing.fakes import one_plugin
 
 from .test_plugins import GOOD_BACKEND
 
@@ -20,7 +21,7 @@ FakeDist = Callable[..., Path]
 def test_list_shows_broken_plugins_with_their_reason(
     fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_dist("qbackend-broken", {"qcore.backends": {"broken": "qbroken_cli.plugin:PLUGIN"}})
+    one_plugin(fake_dist, "qbackend-broken", "broken", "qbroken_cli.plugin")
     assert main(["check", "broken"]) == 1
     assert "qbackend-broken" in capsys.readouterr().out
     assert main(["list"]) == 0
@@ -40,16 +41,8 @@ def test_check_passes_a_good_backend_and_fails_a_bad_one(
         ".set_fuser_method(lambda is_qat, a, b: torch.nn.Identity())"
         ".set_fused_module(torch.ao.nn.intrinsic.LinearReLU)",
     )
-    fake_dist(
-        "qbackend-tiny",
-        {"qcore.backends": {"tiny": "qtiny_cli.plugin:PLUGIN"}},
-        {"qtiny_cli.plugin": GOOD_BACKEND},
-    )
-    fake_dist(
-        "qbackend-bad",
-        {"qcore.backends": {"bad": "qbad_cli.plugin:PLUGIN"}},
-        {"qbad_cli.plugin": bad},
-    )
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_cli.plugin", GOOD_BACKEND)
+    one_plugin(fake_dist, "qbackend-bad", "bad", "qbad_cli.plugin", bad)
     assert main(["check", "tiny"]) == 0
     assert "backend:tiny:" in capsys.readouterr().out
     assert main(["check", "bad"]) == 1
@@ -60,7 +53,7 @@ def test_check_passes_a_good_backend_and_fails_a_bad_one(
 def test_unknown_name_exits_non_zero_with_one_line_and_a_hint(
     fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_dist("qbackend-tiny", {"qcore.backends": {"tiny": "qtiny_cli2.plugin:PLUGIN"}})
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_cli2.plugin")
     assert main(["show", "mychip"]) == 2
     error, hint = capsys.readouterr().err.strip().split("\n")
     assert error.startswith("qcore: error: ") and "mychip" in error and "tiny" in error
@@ -201,11 +194,7 @@ def _column(table: list[str], header: str) -> list[str]:
 def test_show_tables_fit_80_columns_one_row_per_pattern(
     fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_dist(
-        "qbackend-wide-and-long-name",
-        {"qcore.backends": {"wide": "qwide_cli.plugin:PLUGIN"}},
-        {"qwide_cli.plugin": WIDE_BACKEND},
-    )
+    one_plugin(fake_dist, "qbackend-wide-and-long-name", "wide", "qwide_cli.plugin", WIDE_BACKEND)
     import qcore
 
     patterns = len(qcore.get_backend_config("wide").configs)
@@ -253,12 +242,14 @@ def test_show_quantizer_fits_80_columns_and_names_extension_sources(
 def test_list_fits_80_columns_with_reasons_as_notes(
     fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_dist(
+    one_plugin(
+        fake_dist,
         "qbackend-a-distribution-with-a-long-name",
-        {"qcore.backends": {"chip": "qchip_list_missing.deeply.nested.plugin:PLUGIN"}},
+        "chip",
+        "qchip_list_missing.deeply.nested.plugin",
     )
-    fake_dist("qbackend-copy-a", {"qcore.backends": {"twin": "qtwin_list_a:PLUGIN"}})
-    fake_dist("qbackend-copy-b", {"qcore.backends": {"twin": "qtwin_list_b:PLUGIN"}})
+    one_plugin(fake_dist, "qbackend-copy-a", "twin", "qtwin_list_a")
+    one_plugin(fake_dist, "qbackend-copy-b", "twin", "qtwin_list_b")
     import qcore
     from qcore.errors import PluginError
 
@@ -315,15 +306,17 @@ def test_an_unexpected_error_is_one_line_and_a_hint(
 
 
 def test_debug_prints_the_traceback_of_a_broken_plugin(fake_dist: FakeDist) -> None:
-    root = fake_dist(
-        "qbackend-broken", {"qcore.backends": {"broken": "qbroken_debug.plugin:PLUGIN"}}
-    )
+    root = one_plugin(fake_dist, "qbackend-broken", "broken", "qbroken_debug.plugin")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "qcore.cli", *args],
-            capture_output=True, text=True, env=env, timeout=300, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
         )
 
     plain = run("show", "broken")

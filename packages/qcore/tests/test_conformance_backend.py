@@ -20,6 +20,7 @@ from torch.ao.quantization.quantize_fx import prepare_fx
 
 from qcore.testing import CheckResult, assert_conformant, check_backend
 from qcore.testing.backend import check_backend_config
+from qcore.testing.fakes import one_plugin
 from qcore.testing.fresh import run_fresh
 from qcore.testing.patterns import PatternNode
 from qcore.testing.synth import NotSynthesizableError, synthesize
@@ -96,11 +97,7 @@ def install_backend(fake_dist: Callable[..., Path]) -> InstallBackend:
     def install(name: str, build: str) -> None:
         module = f"fake_backend_{name}"
         source = PLUGIN_SOURCE.format(build=textwrap.dedent(build), name=name)
-        fake_dist(
-            f"fake-backend-{name}",
-            {"qcore.backends": {name: f"{module}:PLUGIN"}},
-            {module: source},
-        )
+        one_plugin(fake_dist, f"fake-backend-{name}", name, module, source)
 
     return install
 
@@ -173,16 +170,27 @@ def test_a_qat_fuser_that_folds_too_far_fails(install_backend: InstallBackend) -
     assert result.detail.startswith("qat fusion built Conv2d")
 
 
-def test_a_fuser_that_raises_fails(install_backend: InstallBackend) -> None:
+def _install_raising_fuser(install_backend: InstallBackend, name: str, raise_it: str) -> None:
+    """A backend whose conv → relu fuser runs the statement ``raise_it``."""
     install_backend(
-        "raisingfuser",
-        """
+        name,
+        f"""
+        from qcore.patterns import UnfusablePattern
+
         def build():
-            def broken(is_qat, conv, relu):
-                raise RuntimeError("fuser exploded")
-            return BackendConfig("raising").set_backend_pattern_config(conv_relu(broken))
+            def fuser(is_qat, conv, relu):
+                {raise_it}
+            return (
+                BackendConfig("{name}")
+                .set_backend_pattern_config(conv_relu(fuser))
+                .set_backend_pattern_config(conv_relu_fused())
+            )
         """,
     )
+
+
+def test_a_fuser_that_raises_fails(install_backend: InstallBackend) -> None:
+    _install_raising_fuser(install_backend, "raisingfuser", 'raise RuntimeError("fuser exploded")')
     results = check_backend("raisingfuser")
     fuser = _only(results, "fuser-method", "Conv2d → ReLU")
     assert not fuser.ok and "fuser exploded" in fuser.detail
@@ -192,20 +200,10 @@ def test_a_fuser_that_raises_fails(install_backend: InstallBackend) -> None:
 
 def test_a_fuser_that_declines_is_a_declared_limitation(install_backend: InstallBackend) -> None:
     """UnfusablePattern: the fuser refuses on purpose, with the fix in its message."""
-    install_backend(
+    _install_raising_fuser(
+        install_backend,
         "decliningfuser",
-        """
-        from qcore.patterns import UnfusablePattern
-
-        def build():
-            def decline(is_qat, conv, relu):
-                raise UnfusablePattern("pattern (nn.Conv2d, nn.ReLU): use nn.Foo instead")
-            return (
-                BackendConfig("declining")
-                .set_backend_pattern_config(conv_relu(decline))
-                .set_backend_pattern_config(conv_relu_fused())
-            )
-        """,
+        'raise UnfusablePattern("pattern (nn.Conv2d, nn.ReLU): use nn.Foo instead")',
     )
     results = assert_conformant("backend", "decliningfuser")
     expected = "declined: pattern (nn.Conv2d, nn.ReLU): use nn.Foo instead"
@@ -216,18 +214,10 @@ def test_a_fuser_that_declines_is_a_declared_limitation(install_backend: Install
 
 def test_a_fuser_that_asserts_fails(install_backend: InstallBackend) -> None:
     """An AssertionError (torch's fused modules reject a function so) is a crash."""
-    install_backend(
+    _install_raising_fuser(
+        install_backend,
         "assertingfuser",
-        """
-        def build():
-            def crash(is_qat, conv, relu):
-                raise AssertionError("Incorrect types for input modules")
-            return (
-                BackendConfig("asserting")
-                .set_backend_pattern_config(conv_relu(crash))
-                .set_backend_pattern_config(conv_relu_fused())
-            )
-        """,
+        'raise AssertionError("Incorrect types for input modules")',
     )
     results = check_backend("assertingfuser")
     fuser = _only(results, "fuser-method", "Conv2d → ReLU")
@@ -440,8 +430,7 @@ def test_torch_onednn_patterns_all_synthesize() -> None:
 
 def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
     # the kit is imported lazily from qcore.testing; qcore itself must not pull it in
-
-    code = "import sys, qcore, qcore.testing; print('qcore.testing.synth' in sys.modules)"
-    out = run_fresh(code)
-    assert out.ok, out.describe()
-    assert out.stdout.strip() == "False"
+    code = (
+        "import sys, qcore, qcore.testing.fresh as f; f.emit('qcore.testing.synth' in sys.modules)"
+    )
+    assert run_fresh(code).result() is False

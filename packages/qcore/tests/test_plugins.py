@@ -10,6 +10,7 @@ import pytest
 
 import qcore
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
+from qcore.testing.fakes import one_plugin
 from qcore.testing.fresh import run_fresh
 
 FakeDist = Callable[..., Path]
@@ -27,6 +28,7 @@ def _config():
 
 PLUGIN = BackendPlugin(name="tiny", backend_config=_config)
 """
+OTHER_BACKEND = GOOD_BACKEND.replace('"tiny"', '"other"')
 
 
 def statuses() -> dict[tuple[str, str, str], str]:
@@ -34,12 +36,8 @@ def statuses() -> dict[tuple[str, str, str], str]:
 
 
 def test_missing_module_is_isolated_and_names_the_distribution(fake_dist: FakeDist) -> None:
-    fake_dist("qbackend-broken", {"qcore.backends": {"broken": "qbroken_missing.plugin:PLUGIN"}})
-    fake_dist(
-        "qbackend-tiny",
-        {"qcore.backends": {"tiny": "qtiny_ok.plugin:PLUGIN"}},
-        {"qtiny_ok.plugin": GOOD_BACKEND},
-    )
+    one_plugin(fake_dist, "qbackend-broken", "broken", "qbroken_missing.plugin")
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_ok.plugin", GOOD_BACKEND)
     assert statuses()[("backend", "broken", "qbackend-broken")] == "available"
 
     with pytest.raises(PluginError, match=r"qbackend-broken 1\.0.*qbroken_missing") as info:
@@ -57,21 +55,9 @@ def test_missing_module_is_isolated_and_names_the_distribution(fake_dist: FakeDi
 def test_two_distributions_claiming_one_name_is_an_error_naming_both(
     fake_dist: FakeDist,
 ) -> None:
-    fake_dist(
-        "qbackend-tiny",
-        {"qcore.backends": {"tiny": "qtiny_a.plugin:PLUGIN"}},
-        {"qtiny_a.plugin": GOOD_BACKEND},
-    )
-    fake_dist(
-        "qbackend-copycat",
-        {"qcore.backends": {"tiny": "qtiny_b.plugin:PLUGIN"}},
-        {"qtiny_b.plugin": GOOD_BACKEND},
-    )
-    fake_dist(
-        "qbackend-other",
-        {"qcore.backends": {"other": "qother.plugin:PLUGIN"}},
-        {"qother.plugin": GOOD_BACKEND.replace('"tiny"', '"other"')},
-    )
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_a.plugin", GOOD_BACKEND)
+    one_plugin(fake_dist, "qbackend-copycat", "tiny", "qtiny_b.plugin", GOOD_BACKEND)
+    one_plugin(fake_dist, "qbackend-other", "other", "qother.plugin", OTHER_BACKEND)
     with pytest.raises(PluginConflictError) as info:
         qcore.get_backend_config("tiny")
     assert "qbackend-tiny" in str(info.value) and "qbackend-copycat" in str(info.value)
@@ -140,9 +126,7 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(
 def test_bad_plugins_are_reported_with_distribution_and_reason(
     fake_dist: FakeDist, source: str, expected: str
 ) -> None:
-    fake_dist(
-        "qbackend-odd", {"qcore.backends": {"odd": "qodd.plugin:PLUGIN"}}, {"qodd.plugin": source}
-    )
+    one_plugin(fake_dist, "qbackend-odd", "odd", "qodd.plugin", source)
     with pytest.raises(PluginError, match=expected) as info:
         qcore.get_backend_config("odd")
     assert "qbackend-odd 1.0" in str(info.value)
@@ -154,7 +138,7 @@ def test_bad_plugins_are_reported_with_distribution_and_reason(
 
 
 def test_unknown_name_lists_known_names(fake_dist: FakeDist) -> None:
-    fake_dist("qbackend-tiny", {"qcore.backends": {"tiny": "qtiny_c.plugin:PLUGIN"}})
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_c.plugin")
     with pytest.raises(
         PluginNotFoundError, match=r"no backend plugin named 'mychip' \(known: .*tiny"
     ):
@@ -164,16 +148,8 @@ def test_unknown_name_lists_known_names(fake_dist: FakeDist) -> None:
 @pytest.fixture
 def two_backends(fake_dist: FakeDist) -> FakeDist:
     """Backends ``tiny`` (qbackend-tiny) and ``other`` (qbackend-other), both valid."""
-    fake_dist(
-        "qbackend-tiny",
-        {"qcore.backends": {"tiny": "qtwo_tiny.plugin:PLUGIN"}},
-        {"qtwo_tiny.plugin": GOOD_BACKEND},
-    )
-    fake_dist(
-        "qbackend-other",
-        {"qcore.backends": {"other": "qtwo_other.plugin:PLUGIN"}},
-        {"qtwo_other.plugin": GOOD_BACKEND.replace('"tiny"', '"other"')},
-    )
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtwo_tiny.plugin", GOOD_BACKEND)
+    one_plugin(fake_dist, "qbackend-other", "other", "qtwo_other.plugin", OTHER_BACKEND)
     return fake_dist
 
 
@@ -216,44 +192,34 @@ EXT = BackendExtension(name="NAME", target="tiny", patterns=_patterns)
 """
 
 
+def _extend(make: FakeDist, distribution: str, entry: str, module: str, op: str) -> None:
+    """A distribution whose backend extension ``entry`` (``target.name``) adds ``op``."""
+    source = EXTENSION.replace("OP", op).replace("NAME", entry.split(".")[1])
+    make(distribution, {"qcore.backend_extensions": {entry: f"{module}:EXT"}}, {module: source})
+
+
 def test_backend_extension_adds_patterns_and_conflicts_name_both(two_backends: FakeDist) -> None:
     import torch
 
-    two_backends(
-        "qext-new",
-        {"qcore.backend_extensions": {"tiny.extra": "qext_new.ext:EXT"}},
-        {"qext_new.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "extra")},
-    )
+    _extend(two_backends, "qext-new", "tiny.extra", "qext_new.ext", "torch.nn.Mish")
     config = qcore.get_backend_config("tiny")
     assert [c.pattern for c in config.configs] == [torch.nn.ReLU, torch.nn.Mish]
     assert len(qcore.get_backend_config("other").configs) == 1
     assert "qext_new" in sys.modules
 
-    two_backends(
-        "qext-clash",
-        {"qcore.backend_extensions": {"tiny.clash": "qext_clash.ext:EXT"}},
-        {"qext_clash.ext": EXTENSION.replace("OP", "torch.nn.ReLU").replace("NAME", "clash")},
-    )
+    _extend(two_backends, "qext-clash", "tiny.clash", "qext_clash.ext", "torch.nn.ReLU")
     with pytest.raises(PluginConflictError, match=r"qext-clash 1\.0.*qbackend-tiny 1\.0"):
         qcore.get_backend_config("tiny")
 
 
 def test_extensions_of_other_targets_are_not_imported(two_backends: FakeDist) -> None:
-    two_backends(
-        "qext-new",
-        {"qcore.backend_extensions": {"tiny.extra": "qext_lazy.ext:EXT"}},
-        {"qext_lazy.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "extra")},
-    )
+    _extend(two_backends, "qext-new", "tiny.extra", "qext_lazy.ext", "torch.nn.Mish")
     assert len(qcore.get_backend_config("other").configs) == 1
     assert "qext_lazy" not in sys.modules
 
 
 def test_extension_entry_point_and_descriptor_must_agree_on_target(two_backends: FakeDist) -> None:
-    two_backends(
-        "qext-lost",
-        {"qcore.backend_extensions": {"other.lost": "qext_lost.ext:EXT"}},
-        {"qext_lost.ext": EXTENSION.replace("OP", "torch.nn.Mish").replace("NAME", "lost")},
-    )
+    _extend(two_backends, "qext-lost", "other.lost", "qext_lost.ext", "torch.nn.Mish")
     with pytest.raises(PluginError, match=r"qext-lost.*target 'other'.*targets 'tiny'"):
         qcore.get_backend_config("other")
 
@@ -264,8 +230,6 @@ def test_import_qcore_and_list_plugins_import_no_plugin_and_no_torch() -> None:
         "qcore.list_plugins()\n"
         "heavy = [m for m in sys.modules if m.startswith(('qbackend_', 'qquantizer_', "
         "'qinductor_', 'torchao', 'torch'))]\n"
-        "print(heavy)"
+        "import qcore.testing.fresh as f; f.emit(heavy)"
     )
-    out = run_fresh(code)
-    assert out.ok, out.describe()
-    assert out.stdout.strip() == "[]"
+    assert run_fresh(code).result() == []

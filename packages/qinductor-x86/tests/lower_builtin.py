@@ -9,13 +9,11 @@ torchao cannot quantize it, on its one-module-per-call-site twin. For each: the 
 int8 kernels the generated code calls, the compiled output against the eager converted
 one, and SQNR against the float model.
 
-    python lower_builtin.py [MODEL ...] OUT.json
+    python lower_builtin.py [MODEL ...]
 """
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -23,20 +21,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import parity_models as pm
-import torch
+import lowering_zoo as zoo
 import torchao_reference
 from torch._inductor import config as inductor_config
-from torch._inductor.utils import run_and_get_code
 
 import qcore
-from qcore.metrics import sqnr
+from qcore.testing.fresh import emit
 from qinductor_x86 import quantizer as ours
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
 MODELS = {"resnet_reused": "resnet", "mobilenet": "mobilenet", "mlp": "mlp"}
 VNNI = "avx512_vnni"
-KERNEL = re.compile(r"torch\.ops\.onednn\.(q(?:conv|linear)\w*)")
 
 
 def lower(
@@ -46,24 +41,13 @@ def lower(
         quantizer = module.X86InductorQuantizer().set_global(
             module.get_default_x86_inductor_quantization_config(**options)
         )
-        converted, model, held_out = pm.convert(quantizer, name)
-    torch._dynamo.reset()
-    with torch.no_grad(), inductor_config.patch(freezing=True):
-        eager = converted(*held_out)
-        compiled, code = run_and_get_code(torch.compile(converted), *held_out)
-        reference = model(*held_out)
-    kernels = KERNEL.findall("\n".join(code))
-    return {
-        "kernels": len(kernels),
-        "qconv": sum(k.startswith("qconv") for k in kernels),
-        "qlinear": sum(k.startswith("qlinear") for k in kernels),
-        "rel_l2_compiled_vs_eager": float((compiled - eager).norm() / eager.norm()),
-        "sqnr_eager": sqnr(reference, eager),
-        "sqnr_compiled": sqnr(reference, compiled),
-    }
+        measured, result = zoo.measure_held_out(name, quantizer, lowered=False)
+    measured["qconv"] = sum(k.startswith("qconv") for k in result.kernels)
+    measured["qlinear"] = sum(k.startswith("qlinear") for k in result.kernels)
+    return measured
 
 
-def main(out: Path, names: list[str]) -> None:
+def main(names: list[str]) -> None:
     assert inductor_config.pre_grad_custom_pass is None, "a custom pre-grad pass is installed"
     ref = torchao_reference.load()
     host = qcore.host.target()
@@ -75,8 +59,8 @@ def main(out: Path, names: list[str]) -> None:
             "ours_host": lower(ours, name, nullcontext(), weight_rule="never_overflow"),
             "torchao": lower(ref, MODELS[name], nullcontext()),
         }
-    out.write_text(json.dumps(results, indent=1))
+    emit(results)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[-1]), sys.argv[1:-1] or list(MODELS))
+    main(sys.argv[1:] or list(MODELS))

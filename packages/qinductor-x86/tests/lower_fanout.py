@@ -2,9 +2,9 @@
 
 Run in a fresh interpreter by ``test_lowering_fanout.py``, once per lowering:
 
-    python lower_fanout.py torch OUT.json   # torch 2.13's built-in x86 passes, alone
-    python lower_fanout.py ours OUT.json    # qinductor-x86 alone (torch's copy switched off),
-                                            # once per target: avx2 and avx512_vnni
+    python lower_fanout.py torch   # torch 2.13's built-in x86 passes, alone
+    python lower_fanout.py ours    # qinductor-x86 alone (torch's copy switched off),
+                                   # once per target: avx2 and avx512_vnni
 
 Every graph is quantized by torchao 0.18's ``X86InductorQuantizer`` (full-range int8
 weights, loaded without its pass registration) and compiled with freezing. For each: the
@@ -17,10 +17,10 @@ entries and how many layers can overflow a 16-bit pair (by brute force, independ
 from __future__ import annotations
 
 import ast
-import json
+import operator
 import re
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torch
-from test_lowering_saturation import brute_force_worst_pair
+from test_lowering_saturation import INT16_MAX, brute_force_worst_pair, int8_weights
 from torch import nn
 
 import qcore
+from qcore.testing.fresh import emit
 
 TARGETS = ("avx2", "avx512_vnni")
 KERNEL = "torch.ops.onednn.q"
@@ -55,97 +56,83 @@ def kernel_calls(code: str) -> list[tuple[str, str]]:
     return calls
 
 
-class FanOutAdd(nn.Module):
-    """``t = l1(x) + l2(x); y = l3(t) + l4(t)``: the sum is read by two linears."""
+class FanOut(nn.Module):
+    """``t = join(l1(x), l2(x)); y = l3(t) + l4(t)``: the joined result is read by two
+    linears (``joined``: its width)."""
 
-    def __init__(self, features: int = 16) -> None:
+    def __init__(
+        self, join: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], joined: int = 16
+    ) -> None:
         super().__init__()
-        self.l1, self.l2, self.l3, self.l4 = (nn.Linear(features, features) for _ in range(4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = self.l1(x) + self.l2(x)
-        return self.l3(t) + self.l4(t)
-
-
-class FanOutCat(nn.Module):
-    """The concatenation of two linears' outputs, read by two linears."""
-
-    def __init__(self) -> None:
-        super().__init__()
+        self.join = join
         self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
-        self.l3, self.l4 = nn.Linear(32, 16), nn.Linear(32, 16)
+        self.l3, self.l4 = nn.Linear(joined, 16), nn.Linear(joined, 16)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.cat([self.l1(x), self.l2(x)], dim=-1)
+        t = self.join(self.l1(x), self.l2(x))
         return self.l3(t) + self.l4(t)
 
 
-class FanOutReshape(nn.Module):
-    """A sum on a 3-D input, flattened, and the flattened codes read by two linears."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1, self.l2 = nn.Linear(16, 16), nn.Linear(16, 16)
-        self.l3, self.l4 = nn.Linear(64, 16), nn.Linear(64, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.flatten(self.l1(x) + self.l2(x), 1)
-        return self.l3(t) + self.l4(t)
+def _cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.cat([a, b], dim=-1)
 
 
-GRAPHS: dict[str, tuple[type[nn.Module], tuple[int, ...]]] = {
-    "add_2d": (FanOutAdd, (8, 16)),
-    "add_3d": (FanOutAdd, (2, 4, 16)),
-    "cat": (FanOutCat, (8, 16)),
-    "reshape": (FanOutReshape, (2, 4, 16)),
+def _flattened_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A sum on a 3-D input, flattened: the flattened codes are what fans out."""
+    return torch.flatten(a + b, 1)
+
+
+GRAPHS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "add_2d": (lambda: FanOut(operator.add), (8, 16)),
+    "add_3d": (lambda: FanOut(operator.add), (2, 4, 16)),
+    "cat": (lambda: FanOut(_cat, 32), (8, 16)),
+    "reshape": (lambda: FanOut(_flattened_sum, 64), (2, 4, 16)),
 }
 
 
-def measure(converted: Any, x: torch.Tensor, scope: AbstractContextManager[Any]) -> dict[str, Any]:
-    with torch.no_grad():
-        eager = converted(x)
-    with zoo.fresh_compile(), scope:
-        compiled, code = zoo.compile_and_run(converted, (x,))
-    calls = kernel_calls(code)
-    assert len(calls) == len(zoo.int8_kernel_calls(code))
-    return {
+def measure(converted: Any, x: torch.Tensor, target: str | None) -> dict[str, Any]:
+    """Compiled by this package's lowering for ``target``, or (None) by torch's passes."""
+    result = zoo.lower(converted, (x,), target=target, lowered=target is not None)
+    calls = kernel_calls(result.code)
+    assert len(calls) == len(result.kernels)
+    measured = {
         "kernels": [name for name, _ in calls],
         "packed_weights": [weight for _, weight in calls],
-        "our_packed_constants": sorted(set(re.findall(r"\b_qinductor_x86_packed\d+\b", code))),
-        "rel_l2_compiled_vs_eager": zoo.relative_l2(eager, compiled),
-        "output": compiled.flatten().tolist(),
+        "our_packed_constants": sorted(
+            set(re.findall(r"\b_qinductor_x86_packed\d+\b", result.code))
+        ),
+        "rel_l2_compiled_vs_eager": result.relative_l2,
+        "output": result.output.flatten().tolist(),
     }
+    if target is not None:
+        measured["doubled"] = result.count("reduction doubled")
+        measured["prepacked"] = result.count("weight prepack")
+    return measured
 
 
-def main(mode: str, out: Path) -> None:
+def main(mode: str) -> None:
     results: dict[str, Any] = {"_host": {"saturates_u8s8": qcore.host.target().saturates_u8s8}}
     if mode == "ours":
         from qinductor_x86.lowering import switch_off_torch_builtins
 
         switch_off_torch_builtins()
-    for name, (model_type, shape) in GRAPHS.items():
+    for name, (make, shape) in GRAPHS.items():
         torch.manual_seed(0)
         x = zoo.example(*shape, seed=1)
-        converted = zoo.quantize(model_type().eval(), (x,), "torchao")
+        converted = zoo.quantize(make().eval(), (x,), "torchao")
         if mode == "torch":
-            results[name] = measure(converted, x, nullcontext())
+            results[name] = measure(converted, x, None)
             continue
         overflowing = sum(
-            brute_force_worst_pair(converted.get_buffer(str(node.args[0].target)), 255) > 32767
-            for node in converted.graph.nodes
-            if node.target is torch.ops.quantized_decomposed.dequantize_per_channel.default
+            brute_force_worst_pair(w, 255) > INT16_MAX for w in int8_weights(converted)
         )
         for target in TARGETS:
-            lowering = qcore.get_lowering("x86")
-            with qcore.host.targeting(target):
-                result = measure(converted, x, lowering)
-            lowered = lowering.report().lowered
-            result["doubled"] = sum(n for k, n in lowered.items() if "reduction doubled" in k)
-            result["prepacked"] = sum(n for k, n in lowered.items() if "weight prepack" in k)
-            result["can_overflow"] = overflowing
-            results[f"{name}@{target}"] = result
-    out.write_text(json.dumps(results, indent=1))
+            results[f"{name}@{target}"] = {
+                **measure(converted, x, target),
+                "can_overflow": overflowing,
+            }
+    emit(results)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1])

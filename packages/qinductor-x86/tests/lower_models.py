@@ -12,14 +12,12 @@ its own, because which x86 int8 passes exist is process-wide and permanent:
 For each: the oneDNN int8 kernels in the generated code, the compiled output against the
 eager converted one, and SQNR of both against the float model.
 
-    python lower_models.py MODE OUT.json
+    python lower_models.py MODE
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +25,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import parity_models as pm
-import torch
 
 import qcore
-from qcore.metrics import sqnr
+from qcore.testing.fresh import emit
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
 MODELS = {
@@ -42,36 +39,25 @@ MODELS = {
 }
 
 
-def measure(name: str, quantizer: Any, lowering: Any = None) -> dict[str, Any]:
-    converted, model, held_out = pm.convert(quantizer, name)
-    with torch.no_grad():
-        eager, reference = converted(*held_out), model(*held_out)
-    with zoo.fresh_compile(), lowering if lowering is not None else nullcontext():
-        compiled, code = zoo.compile_and_run(converted, held_out)
-    kernels = zoo.int8_kernel_calls(code)
-    result = {
-        "kernels": len(kernels),
-        "rel_l2_compiled_vs_eager": zoo.relative_l2(eager, compiled),
-        "sqnr_eager": sqnr(reference, eager),
-        "sqnr_compiled": sqnr(reference, compiled),
-    }
-    if lowering is not None:
-        report = lowering.report()
-        result["reported_kernels"] = report.int8_kernels
-        result["doubled"] = sum(n for k, n in report.lowered.items() if "reduction doubled" in k)
-    return result
+def measure(name: str, quantizer: Any, lowered: bool = False) -> dict[str, Any]:
+    measured, result = zoo.measure_held_out(name, quantizer, lowered=lowered)
+    if lowered:
+        measured["reported_kernels"] = result.report.int8_kernels
+        measured["doubled"] = result.count("reduction doubled")
+    return measured
 
 
 def ours() -> dict[str, Any]:
     from qinductor_x86 import lowering as x86_lowering
 
     x86_lowering.switch_off_torch_builtins()
-    lowering = qcore.get_lowering("x86")
     results: dict[str, Any] = {}
     for name in MODELS:
         results[name] = {
-            "x86": measure(name, qcore.get_quantizer("x86"), lowering),
-            "xnnpack": measure(name, qcore.get_quantizer("xnnpack", is_per_channel=True), lowering),
+            "x86": measure(name, qcore.get_quantizer("x86"), lowered=True),
+            "xnnpack": measure(
+                name, qcore.get_quantizer("xnnpack", is_per_channel=True), lowered=True
+            ),
         }
     results["_other_passes"] = x86_lowering.other_x86_passes()
     return results
@@ -88,8 +74,7 @@ def torchao() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    mode, out = sys.argv[1], Path(sys.argv[2])
     host = qcore.host.target()
-    results = ours() if mode == "ours" else torchao()
+    results = ours() if sys.argv[1] == "ours" else torchao()
     results["_host"] = {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}
-    out.write_text(json.dumps(results, indent=1))
+    emit(results)

@@ -11,18 +11,16 @@ to [-64, 64] (``lowering_zoo.narrow_weights``) so that nothing can saturate and 
 is split on any CPU. Per graph: ``counters["inductor"]`` after the compile, the oneDNN
 kernels Inductor's generated code calls, and the compiled output against the eager one.
 
-    python lowering_counters_probe.py torch|ours [GRAPH ...] OUT.json
+    python lowering_counters_probe.py torch|ours [GRAPH ...]
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 import sys
 import traceback
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import qcore
+from qcore.testing.fresh import emit
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
@@ -229,41 +227,30 @@ def torchs_lift_ups(converted: torch.fx.GraphModule) -> int:
 TARGETS = ("avx2", "avx512_vnni")
 
 
-def measure(name: str, lowering: Any) -> dict[str, Any]:
+def measure(name: str, ours: bool) -> dict[str, Any]:
     factory, inputs, config = GRAPHS[name]
     torch.manual_seed(0)
     converted = factory().eval()
     if config != "none":  # (a model that holds its int8 weights itself)
         converted = zoo.narrow_weights(quantize(converted, inputs, config))
-    with torch.no_grad():
-        eager = converted(*inputs)
-    lift_ups = torchs_lift_ups(converted) if lowering is None and config != "none" else None
-    target = TARGETS[list(GRAPHS).index(name) % len(TARGETS)]
-    with (
-        zoo.fresh_compile(),
-        qcore.host.targeting(target) if lowering is not None else nullcontext(),
-        lowering if lowering is not None else nullcontext(),
-    ):
-        compiled, code = zoo.compile_and_run(converted, inputs)
-        counters = zoo.inductor_counters()
-    report = lowering.report() if lowering is not None else None
+    lift_ups = torchs_lift_ups(converted) if not ours and config != "none" else None
+    target = TARGETS[list(GRAPHS).index(name) % len(TARGETS)] if ours else None
+    result = zoo.lower(converted, inputs, target=target, lowered=ours)
     return {
-        "target": target if report is not None else None,
-        "lowered": dict(report.lowered) if report is not None else None,
-        "counters": counters,
-        "kernels": sorted("".join(groups) for groups in _KERNEL_CALL.findall(code)),
-        "relative_l2": zoo.relative_l2(eager, compiled),
+        "target": target,
+        "lowered": dict(result.report.lowered) if ours else None,
+        "counters": result.counters,
+        "kernels": sorted("".join(groups) for groups in _KERNEL_CALL.findall(result.code)),
+        "relative_l2": result.relative_l2,
         "torchs_lift_ups": lift_ups,
     }
 
 
-def main(side: str, names: list[str], out: Path) -> None:
-    lowering = None
+def main(side: str, names: list[str]) -> None:
     if side == "ours":
         from qinductor_x86 import lowering as x86_lowering
 
         x86_lowering.switch_off_torch_builtins()
-        lowering = qcore.get_lowering("x86")
     else:
         import torchao_reference
 
@@ -271,14 +258,14 @@ def main(side: str, names: list[str], out: Path) -> None:
     results: dict[str, Any] = {}
     for name in names or GRAPHS:
         try:
-            results[name] = measure(name, lowering)
+            results[name] = measure(name, side == "ours")
         except Exception:  # noqa: BLE001 - upstream passes may raise on graphs they do not support
             results[name] = {"error": traceback.format_exc()[-3000:]}
     from qinductor_x86 import lowering as x86_lowering
 
     results["_other_passes"] = x86_lowering.other_x86_passes()
-    out.write_text(json.dumps(results, indent=1))
+    emit(results)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:-1], Path(sys.argv[-1]))
+    main(sys.argv[1], sys.argv[2:])

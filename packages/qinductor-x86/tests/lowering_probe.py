@@ -8,12 +8,11 @@ at the first compile, torchao at import), so each mode needs a fresh interpreter
 * ``torchao``: torchao's x86 quantizer module imported as users import it (it registers
   its passes and overwrites ``pre_grad_custom_pass``); the lowering installed after it.
 
-Run by test_lowering_modes.py: ``python lowering_probe.py MODE``.
+Run by test_lowering_modes.py: ``python lowering_probe.py MODE`` (``lowering_zoo.run_script``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 import qcore
+from qcore.testing.fresh import emit
 from qinductor_x86 import lowering as x86_lowering
 
 
@@ -35,12 +35,11 @@ def compile_one(
     if narrow:  # fusions, not splits, on any host
         zoo.narrow_weights(converted)
     result = zoo.lower(converted, inputs)
-    counters = zoo.inductor_counters()  # (fresh_compile clears them when it starts)
     return {
         "kernels": len(result.kernels),
         "reported_kernels": result.report.int8_kernels,
         "relative_l2": result.relative_l2,
-        "counters": {k: v for k, v in counters.items() if k.endswith("_count")},
+        "counters": {k: v for k, v in result.counters.items() if k.endswith("_count")},
         "lowered": dict(result.report.lowered),
     }
 
@@ -77,6 +76,4 @@ def with_torchao() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    mode = sys.argv[1]
-    out = standalone() if mode == "standalone" else with_torchao()
-    print("PROBE " + json.dumps(out))
+    emit(standalone() if sys.argv[1] == "standalone" else with_torchao())

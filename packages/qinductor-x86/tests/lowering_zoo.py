@@ -1,27 +1,41 @@
-"""Models, quantization and compilation helpers for the lowering's tests.
+"""Models, quantization, compilation and fresh-interpreter helpers for the lowering's tests.
 
 Inputs to the lowering are PT2E-converted models from three independent sources: this
 package's x86 quantizer (``qcore.get_quantizer("x86")``), torchao 0.18's
 ``X86InductorQuantizer`` (loaded without its pass registration, see torchao_reference.py),
 and the XNNPACK quantizer (signed int8 activations). References are the eager converted
 model and the float model, never outputs of the lowering itself.
+
+Which x86 int8 passes exist is process-wide and permanent (torch registers its copy at
+the first compile, torchao at import), so the scripts of this folder that measure one
+lowering mode run in a fresh interpreter each (:func:`run_script`), and report with
+``qcore.testing.fresh.emit``. They run on one thread: oneDNN's int8 kernels for CPUs
+without VNNI give different results from run to run with two threads (seen with
+``ONEDNN_MAX_CPU_ISA=AVX2`` on torch 2.13: the same ResNet compiled by torch's own passes
+came out 0.3 % or 3.5 % off its eager model, for torchao's quantizer and ours alike), and
+a test must not depend on that race. One thread is deterministic on both kinds of CPU.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import parity_models as pm
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import qcore
+from qcore.metrics import sqnr
+from qcore.testing import fresh
+
+HERE = Path(__file__).parent
 
 #: Lines of Inductor's generated code that call a oneDNN int8 kernel.
 _KERNEL_CALL = re.compile(r"torch\.ops\.onednn\.(qconv\w*|qlinear\w*)\.\w+\(")
@@ -235,38 +249,6 @@ def compile_and_run(model: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[torch
     return output, "\n".join(code)
 
 
-@dataclass
-class Lowered:
-    """One compile under this package's lowering: the eager converted output it must
-    match, the compiled output, Inductor's generated code and the lowering's report."""
-
-    expected: torch.Tensor
-    output: torch.Tensor
-    code: str
-    report: Any
-
-    @property
-    def kernels(self) -> list[str]:
-        return int8_kernel_calls(self.code)
-
-    @property
-    def relative_l2(self) -> float:
-        return relative_l2(self.expected, self.output)
-
-
-def lower(converted: Any, inputs: tuple[torch.Tensor, ...], *scopes: Any) -> Lowered:
-    """Run ``converted`` eagerly, then compile it with the x86 lowering installed (inside
-    ``scopes`` too, e.g. a target override) and run it."""
-    with torch.no_grad():
-        expected = converted(*inputs)
-    lowering = qcore.get_lowering("x86")
-    with fresh_compile(), contextlib.ExitStack() as stack:
-        for scope in (*scopes, lowering):
-            stack.enter_context(scope)
-        output, code = compile_and_run(converted, inputs)
-    return Lowered(expected, output, code, lowering.report())
-
-
 def int8_kernel_calls(code: str) -> list[str]:
     """The oneDNN int8 kernels Inductor's generated code calls, one entry per call site."""
     return _KERNEL_CALL.findall(code)
@@ -281,6 +263,78 @@ def inductor_counters() -> dict[str, int]:
 def relative_l2(reference: torch.Tensor, output: torch.Tensor) -> float:
     reference, output = reference.float(), output.float()
     return float((reference - output).norm() / reference.norm())
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """One compile of a converted model: the eager converted model's output (the
+    reference), the compiled one, Inductor's generated code, the lowering's report (None
+    when only the passes registered anyway ran) and torch's ``counters["inductor"]``."""
+
+    eager: Any
+    output: Any
+    code: str
+    report: Any
+    counters: dict[str, int]
+
+    @property
+    def kernels(self) -> list[str]:
+        return int8_kernel_calls(self.code)
+
+    @property
+    def relative_l2(self) -> float:
+        return relative_l2(self.eager, self.output)
+
+    def count(self, phrase: str) -> int:
+        """How many rewrites the report lists under a name containing ``phrase``."""
+        return sum(n for name, n in self.report.lowered.items() if phrase in name)
+
+
+def lower(
+    converted: Any, inputs: tuple[torch.Tensor, ...], *, target: str | None = None, lowered: bool = True
+) -> Lowered:
+    """Run ``converted`` eagerly, then compile it with freezing (fresh caches) and run it:
+    under this package's lowering (``lowered=False``: only the passes registered anyway),
+    for the int8 ``target`` if given."""
+    with torch.no_grad():
+        eager = converted(*inputs)
+    lowering = qcore.get_lowering("x86") if lowered else None
+    with (
+        fresh_compile(),
+        qcore.host.targeting(target) if target is not None else nullcontext(),
+        lowering if lowering is not None else nullcontext(),
+    ):
+        output, code = compile_and_run(converted, inputs)
+        counters = inductor_counters()
+    report = lowering.report() if lowering is not None else None
+    return Lowered(eager, output, code, report, counters)
+
+
+def measure_held_out(name: str, quantizer: Any, *, lowered: bool) -> tuple[dict[str, Any], Lowered]:
+    """Model ``name`` of the parity zoo quantized by ``quantizer`` (four calibration
+    batches) and compiled (see :func:`lower`), on a held-out batch: the int8 kernels, the
+    compiled output against the eager converted one, and SQNR of both against float."""
+    model, example = pm.build(name)
+    inputs = pm.lookup(name)[1]
+    converted = quantize(model, example, quantizer, [inputs(seed) for seed in range(1, 5)])
+    held_out = inputs(100)
+    with torch.no_grad():
+        reference = model(*held_out)
+    result = lower(converted, held_out, lowered=lowered)
+    measured = {
+        "kernels": len(result.kernels),
+        "rel_l2_compiled_vs_eager": result.relative_l2,
+        "sqnr_eager": sqnr(reference, result.eager),
+        "sqnr_compiled": sqnr(reference, result.output),
+    }
+    return measured, result
+
+
+def run_script(script: str, *args: str) -> Any:
+    """Run ``script`` of this folder in a fresh interpreter on one thread; what it emitted."""
+    outcome = fresh.run_script(HERE / script, *args, threads=1)
+    assert outcome.ok, outcome.describe()
+    return outcome.result()
 
 
 # models appended for signed-int8 (XNNPACK-quantized) graphs ----------------------------

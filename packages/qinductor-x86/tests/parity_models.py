@@ -1,5 +1,5 @@
-"""A model zoo for parity with torchao 0.18's X86InductorQuantizer, the configurations
-compared, and a stable text form of PT2E annotations (checked in as a table).
+"""A model zoo for parity with torchao 0.18's X86InductorQuantizer and the configurations
+compared; their annotations as text (``qcore.testing.pt2e``) are checked in as a table.
 
 The models are built from modules, as the x86 recipe recognises layers by their module,
 and none calls one module instance at two sites (torchao fails on those; see
@@ -17,11 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx import GraphModule
-from torchao.quantization.pt2e.quantizer import Quantizer
 
-from qcore.testing.annotations import annotation_texts
-from qcore.testing.models import seeded
+from qcore.testing import pt2e
 
 # -- models ------------------------------------------------------------------------------
 
@@ -220,14 +217,14 @@ class Functional(nn.Module):
 
 
 #: The parity zoo: name -> (model factory, example-input factory by seed)
-MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
-    "resnet": (ResNet, seeded(2, 3, 16, 16)),
-    "mobilenet": (MobileNet, seeded(2, 3, 16, 16)),
-    "inception": (Inception, seeded(2, 4, 12, 12)),
-    "transformer": (Transformer, seeded(2, 6, 16)),
-    "mlp": (MLP, seeded(4, 20)),
-    "conv1d": (Conv1dNet, seeded(2, 4, 10)),
-    "functional": (Functional, seeded(2, 3, 8, 8)),
+MODELS: pt2e.Zoo = {
+    "resnet": (ResNet, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "mobilenet": (MobileNet, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "inception": (Inception, pt2e.seeded_inputs(2, 4, 12, 12)),
+    "transformer": (Transformer, pt2e.seeded_inputs(2, 6, 16)),
+    "mlp": (MLP, pt2e.seeded_inputs(4, 20)),
+    "conv1d": (Conv1dNet, pt2e.seeded_inputs(2, 4, 10)),
+    "functional": (Functional, pt2e.seeded_inputs(2, 3, 8, 8)),
 }
 
 
@@ -261,17 +258,15 @@ class ReusedReLU(nn.Module):
 
 #: Models calling one module at several sites, each with its twin: the same computation
 #: and weights with one module per call site (node names equal, so annotations compare).
-REUSED: dict[
-    str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]], str]
-] = {
+REUSED: dict[str, tuple[Callable[[], nn.Module], pt2e.InputsBySeed, str]] = {
     "resnet_reused": (lambda: ResNet(reuse_relu=True), MODELS["resnet"][1], "resnet"),
-    "conv_reused": (ReusedConv, seeded(2, 4, 8, 8), "conv_tied_twin"),
-    "relu_reused": (ReusedReLU, seeded(4, 12), "relu_reused"),
+    "conv_reused": (ReusedConv, pt2e.seeded_inputs(2, 4, 8, 8), "conv_tied_twin"),
+    "relu_reused": (ReusedReLU, pt2e.seeded_inputs(4, 12), "relu_reused"),
 }
-TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), seeded(2, 4, 8, 8))}
+TWINS = {"conv_tied_twin": (lambda: ReusedConv(tied_twin=True), pt2e.seeded_inputs(2, 4, 8, 8))}
 
 
-def lookup(name: str) -> tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]:
+def lookup(name: str) -> tuple[Callable[[], nn.Module], pt2e.InputsBySeed]:
     """The parity zoo, the reused-module models and their twins, by name."""
     reused = {n: (factory, inputs) for n, (factory, inputs, _) in REUSED.items()}
     return {**MODELS, **reused, **TWINS}[name]
@@ -307,65 +302,32 @@ def build(name: str, train: bool = False) -> tuple[nn.Module, tuple[torch.Tensor
     return factory().train(train), inputs(0)
 
 
-def exported(model: nn.Module, example: tuple[torch.Tensor, ...]) -> GraphModule:
-    gm = torch.export.export(model, example).module()
-    assert isinstance(gm, GraphModule)
-    return gm
-
-
 def quantizer_for(module: Any, config: str) -> Any:
     configure, _ = CONFIGS[config]
     return configure(module, module.X86InductorQuantizer())
 
 
-def quantizing(annotated: dict[str, Any]) -> dict[str, Any]:
-    """The entries that quantize something (specs or an int8 output), without the claimed
-    but empty ones."""
-    return {n: a for n, a in annotated.items() if set(a) - {"annotated"}}
+def _ends_int8_pattern(annotation: Any) -> bool:
+    """torchao's ``_is_output_of_quantized_pattern``, ours ``quantized_output``."""
+    return bool(
+        getattr(annotation, "_is_output_of_quantized_pattern", False)
+        or getattr(annotation, "quantized_output", False)
+    )
 
 
-class Recording(Quantizer):  # type: ignore[misc]
-    """A quantizer that delegates to ``inner`` and records the annotations ``annotate``
-    wrote, as ``prepare_pt2e`` / ``prepare_qat_pt2e`` call it."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__()
-        self.inner = inner
-        self.seen: dict[str, Any] | None = None
-
-    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
-        return self.inner.transform_for_annotation(model)  # type: ignore[no-any-return]
-
-    def annotate(self, model: GraphModule) -> GraphModule:
-        self.inner.annotate(model)
-        self.seen = annotation_texts(model)
-        return model
-
-    def validate(self, model: GraphModule) -> None:
-        self.inner.validate(model)
-
-    def prepare_obs_or_fq_callback(
-        self, model: GraphModule, edge_or_node_to_obs_or_fq: Any
-    ) -> None:
-        self.inner.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
+#: The x86 recipes' own mark: the node ends a pattern that runs in int8.
+FLAGS = {"int8_out": _ends_int8_pattern}
 
 
-def prepare(
-    quantizer: Any, model: nn.Module, example: tuple[torch.Tensor, ...], qat: bool
-) -> GraphModule:
-    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e, prepare_qat_pt2e
-
-    return (prepare_qat_pt2e if qat else prepare_pt2e)(exported(model, example), quantizer)
+def recorded(quantizer: Any, name: str, qat: bool = False) -> dict[str, Any]:
+    """The annotations ``quantizer`` writes on model ``name`` inside prepare."""
+    model, example = build(name, train=qat)
+    return pt2e.recorded_annotations(quantizer, model, example, qat=qat, flags=FLAGS)
 
 
 def annotate_with(module: Any, name: str, config: str) -> dict[str, Any]:
     """The annotations ``module``'s quantizer writes on model ``name`` under ``config``."""
-    qat = CONFIGS[config][1]
-    model, example = build(name, train=qat)
-    recording = Recording(quantizer_for(module, config))
-    prepare(recording, model, example, qat)
-    assert recording.seen is not None
-    return recording.seen
+    return recorded(quantizer_for(module, config), name, CONFIGS[config][1])
 
 
 def quantize_with(
@@ -376,30 +338,12 @@ def quantize_with(
     return quantize(quantizer_for(module, config), name, CONFIGS[config][1], calib_batches)
 
 
-def convert(
-    quantizer: Any, name: str, qat: bool = False, calib_batches: int = 4
-) -> tuple[GraphModule, nn.Module, tuple[torch.Tensor, ...]]:
-    """(converted model, float model, a held-out batch) after calibration (for QAT: a few
-    training-mode passes, then eval)."""
-    from torchao.quantization.pt2e import move_exported_model_to_eval
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
-
-    model, example = build(name, train=qat)
-    reference = copy.deepcopy(model)
-    prepared = prepare(quantizer, model, example, qat)
-    inputs = lookup(name)[1]
-    with torch.no_grad():
-        for seed in range(1, calib_batches + 1):
-            prepared(*inputs(seed))
-    if qat:
-        move_exported_model_to_eval(prepared)
-    return convert_pt2e(prepared), reference.eval(), inputs(100)
-
-
 def quantize(
     quantizer: Any, name: str, qat: bool = False, calib_batches: int = 4
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(quantized output, float output) on a held-out batch after calibration."""
-    converted, reference, held_out = convert(quantizer, name, qat, calib_batches)
-    with torch.no_grad():
-        return converted(*held_out), reference(*held_out)
+    """(quantized output, float output) on a held-out batch after calibration (for QAT:
+    a few training-mode passes, then eval)."""
+    model, _ = build(name, train=qat)
+    return pt2e.quantized_outputs(
+        quantizer, model, lookup(name)[1], qat=qat, calibration=calib_batches
+    )

@@ -1,5 +1,6 @@
 """Quantize and compile ``Linear → Tanh → Linear`` with the post-op table edited before
-anything reads it: ``python postop_row_probe.py (without|added) OUT.json``.
+anything reads it: ``python postop_row_probe.py (without|added)``; the result comes back through
+``qcore.testing.fresh.emit``.
 
 ``without`` drops the tanh row; ``added`` drops it and appends it again, written here as a
 contributor adding a post-op would write it. Run by test_postop_table.py, each mode in a
@@ -9,7 +10,6 @@ fresh interpreter (the table is read once, when the annotators and the lowering 
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from qinductor_x86 import postop_table as table
 LINEAR = frozenset({"linear"})
 TANH = table.PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), after=LINEAR, kernels=LINEAR)
 
-mode, out = sys.argv[1], Path(sys.argv[2])
+mode = sys.argv[1]
 shipped = [p for p in table.POST_OPS if p.name == "tanh"]
 table.POST_OPS = tuple(p for p in table.POST_OPS if p.name != "tanh")
 if mode == "added":
@@ -34,6 +34,7 @@ import lowering_zoo as zoo  # noqa: E402  (after the table is edited)
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY  # noqa: E402
 
 import qcore  # noqa: E402
+from qcore.testing.fresh import emit  # noqa: E402
 
 
 class LinearTanh(nn.Module):
@@ -54,13 +55,11 @@ model, inputs = LinearTanh().eval(), (zoo.example(4, 8),)
 exported = torch.export.export(model, inputs).module()
 annotated = qcore.get_quantizer("x86").annotate(copy.deepcopy(exported))
 lowered = zoo.lower(zoo.quantize(model, inputs, "x86"), inputs)
-out.write_text(
-    json.dumps(
-        {
-            "shipped_row_is_the_new_row": shipped == [TANH],
-            "tanh_annotated": Q_ANNOTATION_KEY in tanh_node(annotated).meta,
-            "lowered": dict(lowered.report.lowered),
-            "relative_l2": lowered.relative_l2,
-        }
-    )
+emit(
+    {
+        "shipped_row_is_the_new_row": shipped == [TANH],
+        "tanh_annotated": Q_ANNOTATION_KEY in tanh_node(annotated).meta,
+        "lowered": dict(lowered.report.lowered),
+        "relative_l2": lowered.relative_l2,
+    }
 )

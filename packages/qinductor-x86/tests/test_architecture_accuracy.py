@@ -55,16 +55,12 @@ def test_compiled_matches_eager_on_both_routes(
     exactly, on any CPU; the VNNI route lowers the same kernels at single depth, exact on
     a VNNI CPU (on one without, oneDNN saturates them: only the kernel count is compared)."""
     converted, _, held_out = shufflenet
-    with torch.no_grad():
-        eager = converted(*held_out)
     kernels, errors = {}, {}
     for route in ("avx2", "avx512_vnni"):
-        lowering = qcore.get_lowering("x86")
-        with zoo.fresh_compile(), qcore.host.targeting(route), lowering:
-            compiled, code = zoo.compile_and_run(converted, held_out)
-        kernels[route] = zoo.int8_kernel_calls(code)
-        assert kernels[route] and lowering.report().int8_kernels == len(kernels[route])
-        errors[route] = zoo.relative_l2(eager, compiled)
+        result = zoo.lower(converted, held_out, target=route)
+        kernels[route] = result.kernels
+        assert kernels[route] and result.report.int8_kernels == len(kernels[route])
+        errors[route] = result.relative_l2
     assert sorted(kernels["avx2"]) == sorted(kernels["avx512_vnni"])
     assert errors["avx2"] <= 2e-2, errors
     if not qcore.host.probe().saturates_u8s8:

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import lowering_zoo as zoo
 import pytest
-from fresh_interpreter import run_json
 
 MODELS = ["resnet_reused", "mobilenet", "mlp"]
 
 
 @pytest.fixture(scope="module")
-def lowered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_json("lower_builtin.py", *MODELS, out=tmp_path_factory.mktemp("lowered") / "results.json")
+def lowered() -> dict[str, Any]:
+    return zoo.run_script("lower_builtin.py", *MODELS)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("model", MODELS)

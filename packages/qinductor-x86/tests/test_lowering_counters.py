@@ -20,8 +20,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import lowering_zoo as zoo
 import pytest
-from fresh_interpreter import run_json
 from lowering_counters_probe import GRAPHS, TARGETS
 
 from qinductor_x86.lowering.counters import FAMILIES, ONE_SIDED, QUANT_LIFT_UP
@@ -32,11 +32,10 @@ FP16 = [name for name in GRAPHS if name.startswith("fp16")]
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("counters")
+def sides() -> dict[str, dict[str, Any]]:
     with ThreadPoolExecutor(2) as pool:  # two interpreters, one compile of each graph each
         runs = {
-            side: pool.submit(run_json, "lowering_counters_probe.py", side, out=out / f"{side}.json")
+            side: pool.submit(zoo.run_script, "lowering_counters_probe.py", side)
             for side in ("torch", "ours")
         }
         return {side: run.result() for side, run in runs.items()}

@@ -15,13 +15,12 @@ Which ops can overflow is computed independently here, by brute force
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import lower_fanout
+import lowering_zoo as zoo
 import pytest
 import torch
-from fresh_interpreter import run_json
 
 TARGETS = lower_fanout.TARGETS
 GRAPHS = tuple(lower_fanout.GRAPHS)
@@ -29,12 +28,8 @@ LAYERS = 4  # every graph has four linear layers
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    folder = tmp_path_factory.mktemp("fanout")
-    return {
-        mode: run_json("lower_fanout.py", mode, out=Path(folder) / f"{mode}.json")
-        for mode in ("torch", "ours")
-    }
+def measured() -> dict[str, dict[str, Any]]:
+    return {mode: zoo.run_script("lower_fanout.py", mode) for mode in ("torch", "ours")}
 
 
 @pytest.mark.parametrize("target", TARGETS)

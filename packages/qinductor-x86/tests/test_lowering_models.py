@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import lowering_zoo as zoo
 import pytest
-from fresh_interpreter import run_json
 
 MODELS = ["resnet_reused", "mobilenet", "inception", "transformer", "mlp"]
 #: compiled against eager converted, within rounding
@@ -21,13 +21,13 @@ WITHIN_ROUNDING = 2e-2
 
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_json("lower_models.py", "ours", out=tmp_path_factory.mktemp("ours") / "out.json")
+def ours() -> dict[str, Any]:
+    return zoo.run_script("lower_models.py", "ours")  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
-def torchao(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_json("lower_models.py", "torchao", out=tmp_path_factory.mktemp("torchao") / "out.json")
+def torchao() -> dict[str, Any]:
+    return zoo.run_script("lower_models.py", "torchao")  # type: ignore[no-any-return]
 
 
 def test_torchs_copy_stayed_off(ours: dict[str, Any]) -> None:

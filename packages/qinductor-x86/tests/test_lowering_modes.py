@@ -7,22 +7,13 @@ Each mode is process-wide and permanent, so each runs in an interpreter of its o
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-PROBE = Path(__file__).parent / "lowering_probe.py"
+import lowering_zoo as zoo
 
 
 def _probe(mode: str) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, str(PROBE), mode], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    line = next(line for line in result.stdout.splitlines() if line.startswith("PROBE "))
-    return json.loads(line.removeprefix("PROBE "))  # type: ignore[no-any-return]
+    return zoo.run_script("lowering_probe.py", mode)  # type: ignore[no-any-return]
 
 
 def _prepacked(lowered: dict[str, int]) -> int:

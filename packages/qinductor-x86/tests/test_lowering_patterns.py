@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 import lowering_zoo as zoo
 import pytest
@@ -30,25 +29,6 @@ CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]
 }
 
 
-def _counts(counters: dict[str, int]) -> dict[str, int]:
-    return {k: v for k, v in counters.items() if k.endswith("_count") and "pattern" not in k}
-
-
-def _compile(
-    converted: Any, inputs: tuple[torch.Tensor, ...], lowered: bool
-) -> tuple[torch.Tensor, str, dict[str, int], tuple[torch.Tensor, ...]]:
-    copies = tuple(t.clone() for t in inputs)
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile():
-        if lowered:
-            with lowering:
-                output, code = zoo.compile_and_run(converted, copies)
-        else:
-            output, code = zoo.compile_and_run(converted, copies)
-        counters = zoo.inductor_counters()
-    return output, code, counters, copies
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_compiled_matches_eager_and_leaves_its_inputs_alone(case: str) -> None:
     model, inputs = CASES[case]()
@@ -66,13 +46,12 @@ def test_full_range_models_keep_their_accuracy(quantizer: str) -> None:
     """As quantizers emit them (full-range weights): on any CPU the lowered model matches
     the eager converted one, and loses nothing against the float model."""
     model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=1),)
-    converted = zoo.quantize(model, inputs, quantizer)
     with torch.no_grad():
-        expected, reference = converted(*inputs), model(*inputs)
-    output, code, _, _ = _compile(converted, inputs, lowered=True)
-    assert zoo.int8_kernel_calls(code)
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
-    assert sqnr(reference, output) >= sqnr(reference, expected) - 0.1
+        reference = model(*inputs)
+    result = zoo.lower(zoo.quantize(model, inputs, quantizer), inputs)
+    assert result.kernels
+    assert result.relative_l2 <= TOLERANCE
+    assert sqnr(reference, result.output) >= sqnr(reference, result.eager) - 0.1
 
 
 @pytest.mark.parametrize("case", ["mlp", "conv"])
@@ -83,40 +62,30 @@ def test_seven_bit_activations_fuse_their_quantize_exactly(case: str) -> None:
     that clamp for a hardtanh (it did, and failed, when the clamp read like one)."""
     model, inputs = (zoo.MLP(), (zoo.example(8, 32),)) if case == "mlp" else (zoo.ConvStem(), (zoo.example(2, 3, 16, 16),))
     converted = zoo.quantize(model, inputs, qcore.get_quantizer("x86", reduce_range=True))
-    with torch.no_grad():
-        expected = converted(*inputs)
-    output, code, _, _ = _compile(converted, inputs, lowered=True)
-    lowered = qcore.get_lowering("x86").report().lowered
+    result = zoo.lower(converted, inputs)
     layers = 3 if case == "mlp" else 5
-    assert len(zoo.int8_kernel_calls(code)) == layers  # no split: safe on every CPU
-    assert sum(n for name, n in lowered.items() if "quantize (int8 output)" in name) >= 2
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    assert len(result.kernels) == layers  # no split: safe on every CPU
+    assert result.count("quantize (int8 output)") >= 2
+    assert result.relative_l2 <= TOLERANCE
 
 
 def test_int8_mixed_bf16() -> None:
     model, inputs = zoo.Linear3D(), (zoo.example(4, 6, 16),)
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
-    lowering = qcore.get_lowering("x86")
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        expected = converted(*inputs)
-    with zoo.fresh_compile(), lowering, torch.autocast("cpu", dtype=torch.bfloat16):
-        output, code = zoo.compile_and_run(converted, inputs)
-    lowered = lowering.report().lowered
-    bf16_prepacks = sum(n for k, n in lowered.items() if "prepack (int8-mixed-bf16)" in k)
-    assert bf16_prepacks == 3 and len(zoo.int8_kernel_calls(code)) == 3
-    assert output.dtype == torch.bfloat16
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        result = zoo.lower(converted, inputs)
+    assert result.count("prepack (int8-mixed-bf16)") == 3 and len(result.kernels) == 3
+    assert result.output.dtype == torch.bfloat16
+    assert result.relative_l2 <= TOLERANCE
 
 
 @pytest.mark.parametrize("shape", [(4, 32), (3, 4, 32)], ids=["2-D", "3-D"])
 def test_int8_weight_only_linear(shape: tuple[int, ...]) -> None:
     model, inputs = zoo.WeightOnlyLinear().eval(), (zoo.example(*shape).to(torch.bfloat16),)
-    with torch.no_grad():
-        expected = model(*inputs)
-    output, code, counters, _ = _compile(model, inputs, lowered=True)
-    assert len(re.findall(r"= \S*_weight_int8pack_mm\(", code)) == 1
-    assert counters["woq_matcher_count"] == 1
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    result = zoo.lower(model, inputs)
+    assert len(re.findall(r"= \S*_weight_int8pack_mm\(", result.code)) == 1
+    assert result.counters["woq_matcher_count"] == 1
+    assert result.relative_l2 <= TOLERANCE
 
 
 def test_attention_quantizes_before_its_views() -> None:
@@ -126,29 +95,23 @@ def test_attention_quantizes_before_its_views() -> None:
     model, inputs = zoo.Attention(), (zoo.example(2, 8, 32),)
     quantizer = qcore.get_quantizer("x86")
     quantizer.set_function_type_qconfig(torch.matmul, get_default_x86_inductor_quantization_config())
-    converted = zoo.narrow_weights(zoo.quantize(model, inputs, quantizer))
-    with torch.no_grad():
-        expected = converted(*inputs)
-    output, code, counters, _ = _compile(converted, inputs, lowered=True)
-    report = qcore.get_lowering("x86").report()
-    assert counters["quant_lift_up_count"] >= 3
-    assert report.lowered["linear + quantize (int8 output)"] >= 3
-    assert len(zoo.int8_kernel_calls(code)) == 4
+    result = zoo.lower(zoo.narrow_weights(zoo.quantize(model, inputs, quantizer)), inputs)
+    assert result.counters["quant_lift_up_count"] >= 3
+    assert result.report.lowered["linear + quantize (int8 output)"] >= 3
+    assert len(result.kernels) == 4
     # the two activation x activation matmuls stay float, and the report says why
-    matmul_inputs = [n for n in report.left_in_float if "two activation operands" in n.reason]
-    assert len(matmul_inputs) == 4
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    left = result.report.left_in_float
+    assert len([n for n in left if "two activation operands" in n.reason]) == 4
+    assert result.relative_l2 <= TOLERANCE
 
 
 def test_dynamic_quantization_uses_run_time_qparams() -> None:
     model, inputs = zoo.MLP(), (zoo.example(8, 32),)
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, qcore.get_quantizer("x86", is_dynamic=True)))
-    with torch.no_grad():
-        expected = converted(*inputs)
-    output, code, _, _ = _compile(converted, inputs, lowered=True)
-    assert zoo.int8_kernel_calls(code).count("qlinear_pointwise") == 3
-    assert "qlinear_pointwise.tensor(" in code
-    assert zoo.relative_l2(expected, output) <= TOLERANCE
+    result = zoo.lower(converted, inputs)
+    assert result.kernels.count("qlinear_pointwise") == 3
+    assert "qlinear_pointwise.tensor(" in result.code
+    assert result.relative_l2 <= TOLERANCE
 
 
 def test_a_quantized_model_with_nothing_lowered_warns_and_says_why() -> None:

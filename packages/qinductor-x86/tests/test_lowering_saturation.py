@@ -32,6 +32,16 @@ def brute_force_worst_pair(weight: torch.Tensor, act_max: int) -> int:
     return int(torch.stack(sums).abs().max())
 
 
+def int8_weights(converted: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """The int8 weight of every per-channel dequantize in a converted model."""
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
+    return [
+        converted.get_buffer(str(n.args[0].target))
+        for n in converted.graph.nodes
+        if n.target is dequantize
+    ]
+
+
 def test_doubled_reduction_computes_the_same_and_never_overflows() -> None:
     """Against the plain products in int64 / float64: linear and grouped conv."""
     generator = torch.Generator().manual_seed(0)
@@ -61,30 +71,19 @@ def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(tar
     (Linear layers: test_lowering_fanout.py.)"""
     model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
     converted = zoo.quantize(model, inputs, "torchao")  # full-range weights
-    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
-    weights = [
-        converted.get_buffer(str(n.args[0].target))
-        for n in converted.graph.nodes
-        if n.target is dequantize
-    ]
+    weights = int8_weights(converted)
     unsafe = sum(brute_force_worst_pair(w, 255) > INT16_MAX for w in weights)
     assert unsafe > 0  # full-range int8 weights nearly always can; this model's do
-    with torch.no_grad():
-        expected = converted(*inputs)
 
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile(), qcore.host.targeting(target), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-    report = lowering.report()
-    doubled = sum(n for name, n in report.lowered.items() if "reduction doubled" in name)
-    assert len(zoo.int8_kernel_calls(code)) == len(weights)
-    assert len(set(re.findall(r"\b_qinductor_x86_packed\d+\b", code))) == len(weights)
+    result = zoo.lower(converted, inputs, target=target)
+    assert len(result.kernels) == len(weights)
+    assert len(set(re.findall(r"\b_qinductor_x86_packed\d+\b", result.code))) == len(weights)
     if target == "avx2":
-        assert doubled == unsafe
+        assert result.count("reduction doubled") == unsafe
         # exact on any host: each int16 lane holds a single product
-        assert zoo.relative_l2(expected, output) <= 2e-2
+        assert result.relative_l2 <= 2e-2
     else:
-        assert doubled == 0
+        assert result.count("reduction doubled") == 0
 
 
 def test_never_overflow_weights_leave_nothing_to_double() -> None:
@@ -96,21 +95,11 @@ def test_never_overflow_weights_leave_nothing_to_double() -> None:
     with qcore.host.targeting("avx2"):
         quantizer = qcore.get_quantizer("x86", weight_rule="never_overflow")
         converted = zoo.quantize(model, inputs, quantizer)
-    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
-    weights = [
-        converted.get_buffer(str(n.args[0].target))
-        for n in converted.graph.nodes
-        if n.target is dequantize
-    ]
+    weights = int8_weights(converted)
     assert weights and all(brute_force_worst_pair(w, 255) <= INT16_MAX for w in weights)
     # ... yet most channels keep more than the blanket 7-bit range
     assert sum(int(w.abs().amax()) > 64 for w in weights) > len(weights) // 2
-    with torch.no_grad():
-        expected = converted(*inputs)
-    lowering = qcore.get_lowering("x86")
-    with zoo.fresh_compile(), qcore.host.targeting("avx2"), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-    report = lowering.report()
-    assert not any("reduction doubled" in name for name in report.lowered)
-    assert len(zoo.int8_kernel_calls(code)) == len(weights)
-    assert zoo.relative_l2(expected, output) <= 2e-2
+    result = zoo.lower(converted, inputs, target="avx2")
+    assert not any("reduction doubled" in name for name in result.report.lowered)
+    assert len(result.kernels) == len(weights)
+    assert result.relative_l2 <= 2e-2

@@ -10,14 +10,13 @@ an AVX2 target (ops that can overflow run on a doubled reduction), narrowed weig
 VNNI target.
 
 Every compile runs in a fresh interpreter, this file run as a script
-(``python test_lowering_signed.py MODE CASE... OUT.json``): MODE ``standalone`` switches
+(``python test_lowering_signed.py MODE CASE...``): MODE ``standalone`` switches
 torch's own x86 passes off first, ``builtins`` leaves them registered (torch's default), so
 that their behaviour on signed graphs never depends on what this process compiled before.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import qcore
 from qcore.metrics import sqnr
+from qcore.testing.fresh import emit
 from qinductor_x86.lowering import floatweights, signed
 from qinductor_x86.lowering.context import CompileContext
 
@@ -160,12 +160,10 @@ def compile_case(case: Case) -> dict[str, Any]:
     if case.narrow:
         zoo.narrow_weights(converted)
     with torch.no_grad():
-        expected, reference = _tuple(converted(*inputs)), _tuple(model(*inputs))
-    lowering = qcore.get_lowering("x86")
-    with qcore.host.targeting(case.target), zoo.fresh_compile(), lowering:
-        output, code = zoo.compile_and_run(converted, inputs)
-    report = lowering.report()
-    outputs = list(zip(expected, reference, _tuple(output), strict=True))
+        reference = _tuple(model(*inputs))
+    result = zoo.lower(converted, inputs, target=case.target)
+    report = result.report
+    outputs = list(zip(_tuple(result.eager), reference, _tuple(result.output), strict=True))
     return {
         "error": None,
         "signed_codes": signed_codes,
@@ -174,19 +172,16 @@ def compile_case(case: Case) -> dict[str, Any]:
         "lowered": dict(report.lowered),
         "in_float": sorted({node.reason for node in report.left_in_float}),
         "lift_ups": report.lift_ups,
-        "int8_kernels": len(zoo.int8_kernel_calls(code)),
-        "signed_in_code": any("torch.int8" in line for line in code.splitlines() if "quantize" in line),
+        "int8_kernels": len(result.kernels),
+        "signed_in_code": any("torch.int8" in line for line in result.code.splitlines() if "quantize" in line),
     }
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def standalone() -> dict[str, Any]:
     """Every case compiled in one fresh interpreter with torch's own x86 passes switched off
     (what runs after this lowering then is only Inductor)."""
-    from fresh_interpreter import run_json
-
-    out = tmp_path_factory.mktemp("signed") / "standalone.json"
-    return run_json(Path(__file__).name, "standalone", *CASES, out=out)
+    return zoo.run_script(Path(__file__).name, "standalone", *CASES)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -227,14 +222,12 @@ def test_signed_models_lower_every_conv_and_linear_they_can(standalone: dict[str
 BUILTIN_CASES = ("encoder layer (gelu), avx2", "functional convs, avx2")
 
 
-def test_torchs_builtin_passes_find_nothing_to_mis_lower(tmp_path: Path) -> None:
+def test_torchs_builtin_passes_find_nothing_to_mis_lower() -> None:
     """With torch's copy of the x86 passes registered (torch's default), which then runs in
     freezing after this lowering, the signed graphs still compile and match eager: nothing
     is left for it (torch 2.13's qconv prepack packs a transposed conv as a plain one).
     Whether torch's copy got registered in that process is its business: either is fine."""
-    from fresh_interpreter import run_json
-
-    results = run_json(Path(__file__).name, "builtins", *BUILTIN_CASES, out=tmp_path / "builtin.json")
+    results = zoo.run_script(Path(__file__).name, "builtins", *BUILTIN_CASES)
     for name in BUILTIN_CASES:
         result = results[name]
         assert result["error"] is None, result["error"]
@@ -242,7 +235,7 @@ def test_torchs_builtin_passes_find_nothing_to_mis_lower(tmp_path: Path) -> None
         assert result["int8_kernels"] >= CASES[name].lowered
 
 
-def _main(mode: str, names: list[str], out: str) -> None:
+def _main(mode: str, names: list[str]) -> None:
     if mode == "standalone":
         from qinductor_x86.lowering import switch_off_torch_builtins
 
@@ -253,8 +246,8 @@ def _main(mode: str, names: list[str], out: str) -> None:
             results[name] = compile_case(CASES[name])
         except Exception as error:  # noqa: BLE001 - reported to the test, which names it
             results[name] = {"error": f"{type(error).__name__}: {error}"[:3000]}
-    Path(out).write_text(json.dumps(results))
+    emit(results)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1], sys.argv[2:-1], sys.argv[-1])
+    _main(sys.argv[1], sys.argv[2:])

@@ -11,7 +11,7 @@ import parity_models as pm
 import pytest
 
 import qcore
-from qcore.testing.annotations import differences
+from qcore.testing.pt2e import differences
 from qinductor_x86 import quantizer as ours
 
 TABLE: dict[str, Any] = json.loads(
@@ -29,7 +29,6 @@ def test_table_covers_every_model_and_config() -> None:
 def test_annotations_match_torchao(model: str, config: str) -> None:
     with qcore.host.targeting(TABLE["_source"]["target"]):
         mine = pm.annotate_with(ours, model, config)
-    expected = TABLE[f"{model}/{config}"]
-    diff = differences(expected, mine, "torchao")
+    diff = differences(TABLE[f"{model}/{config}"], mine, names=("torchao", "ours"))
     assert not diff, json.dumps(diff, indent=1)
     assert any("inputs" in a for a in mine.values())

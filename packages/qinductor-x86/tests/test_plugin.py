@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 import qcore
 from qcore.plugins import REGISTRY
+from qcore.testing.fresh import run_fresh
 
 
 def test_importing_the_package_changes_no_inductor_state() -> None:
@@ -19,14 +17,9 @@ def test_importing_the_package_changes_no_inductor_state() -> None:
         "import qinductor_x86, qinductor_x86.plugin\n"
         "after = (c.post_grad_custom_pre_pass, c.post_grad_custom_post_pass, "
         "c.pre_grad_custom_pass)\n"
-        "assert before == after, (before, after)\n"
-        "print('unchanged')"
+        "import qcore.testing.fresh as f; f.emit(before == after)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "unchanged"
+    assert run_fresh(code).result() is True
 
 
 @pytest.mark.parametrize("kind", ["quantizer", "lowering"])

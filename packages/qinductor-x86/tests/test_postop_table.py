@@ -7,20 +7,15 @@ table is read in a fresh interpreter, compiled once.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+import lowering_zoo as zoo
 import pytest
-from fresh_interpreter import run_json
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    folder: Path = tmp_path_factory.mktemp("postop")
-    return {
-        mode: run_json("postop_row_probe.py", mode, out=folder / f"{mode}.json")
-        for mode in ("without", "added")
-    }
+def probes() -> dict[str, dict[str, Any]]:
+    return {mode: zoo.run_script("postop_row_probe.py", mode) for mode in ("without", "added")}
 
 
 def _fused_tanh(result: dict[str, Any]) -> list[str]:

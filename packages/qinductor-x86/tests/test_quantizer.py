@@ -15,8 +15,8 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
-from qcore.testing.annotations import spec_text
 from qcore.testing.fresh import run_fresh
+from qcore.testing.pt2e import exported, quantizing, spec_text
 from qinductor_x86 import quantizer as ours
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
@@ -73,11 +73,7 @@ def test_get_quantizer_passes_its_options_to_the_default_config() -> None:
 
 
 def _annotated(quantizer: object, model: str) -> dict[str, object]:
-    built, example = pm.build(model)
-    recording = pm.Recording(quantizer)
-    pm.prepare(recording, built, example, qat=False)
-    assert recording.seen is not None
-    return pm.quantizing(recording.seen)
+    return quantizing(pm.recorded(quantizer, model))
 
 
 def test_conv1d_module_type_is_scoped_where_torchao_ignores_it() -> None:
@@ -114,12 +110,12 @@ def test_conv_plus_scalar_quantizes_where_torchao_fails() -> None:
     model, x = ConvPlusOne().eval(), torch.randn(2, 3, 8, 8)
     with pytest.raises(AssertionError):
         prepare_pt2e(
-            pm.exported(model, (x,)),
+            exported(model, (x,)),
             REF.X86InductorQuantizer().set_global(
                 REF.get_default_x86_inductor_quantization_config()
             ),
         )
-    prepared = prepare_pt2e(pm.exported(model, (x,)), qcore.get_quantizer("x86"))
+    prepared = prepare_pt2e(exported(model, (x,)), qcore.get_quantizer("x86"))
     prepared(x)
     converted = convert_pt2e(prepared)
     assert any("quantize_per_channel" in str(n.target) for n in converted.graph.nodes)
@@ -172,7 +168,6 @@ def test_mixing_qat_and_ptq_configs_warns_and_keeps_the_first() -> None:
 
 def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
     """Unlike torchao's x86 quantizer module, which installs its Inductor passes."""
-
     code = (
         "import sys, torch._inductor.config as c\n"
         "before = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
@@ -181,11 +176,9 @@ def test_importing_the_quantizer_registers_no_inductor_pass() -> None:
         "q = qcore.get_quantizer('x86')\n"
         "after = (c.pre_grad_custom_pass, c.post_grad_custom_pre_pass, "
         "c.post_grad_custom_post_pass)\n"
-        "assert before == after, (before, after)\n"
-        "assert 'torchao.quantization.pt2e.quantizer.x86_inductor_quantizer' not in sys.modules\n"
-        "assert 'torchao.quantization.pt2e.inductor_passes.x86' not in sys.modules\n"
-        "print(type(q).__name__)"
+        "torchaos = [m for m in sys.modules if m.startswith(("
+        "'torchao.quantization.pt2e.quantizer.x86_inductor_quantizer', "
+        "'torchao.quantization.pt2e.inductor_passes.x86'))]\n"
+        "import qcore.testing.fresh as f; f.emit([before == after, torchaos, type(q).__name__])"
     )
-    run = run_fresh(code)
-    assert run.ok, run.describe()
-    assert run.stdout.strip().endswith("X86InductorQuantizer")
+    assert run_fresh(code).result() == [True, [], "X86InductorQuantizer"]

@@ -17,6 +17,7 @@ import torchao_reference
 from torch import nn
 
 import qcore
+from qcore.testing.pt2e import quantizing
 from qinductor_x86 import quantizer as ours
 
 # imported the way users do (this registers torchao's Inductor passes; nothing here lowers)
@@ -109,12 +110,9 @@ SCOPES: dict[str, tuple[str, Scope]] = {
 
 def _scoped(module: Any, model: str, scope: Scope) -> tuple[dict[str, Any], torch.Tensor]:
     """(annotations that quantize something, converted output)."""
-    built, example = pm.build(model)
-    recording = pm.Recording(scope(module, module.X86InductorQuantizer()))
-    pm.prepare(recording, built, example, qat=False)
-    assert recording.seen is not None
+    annotated = pm.recorded(scope(module, module.X86InductorQuantizer()), model)
     out, _ = pm.quantize(scope(module, module.X86InductorQuantizer()), model)
-    return pm.quantizing(recording.seen), out
+    return quantizing(annotated), out
 
 
 @pytest.mark.parametrize("name", SCOPES)

@@ -1,20 +1,15 @@
-"""Real-model shapes for parity with ExecuTorch 1.5.1, and a stable text form of PT2E
-annotations so two quantizers' results can be compared (and checked in as a table)."""
+"""Real-model shapes for parity with ExecuTorch 1.5.1; their annotations as text
+(``qcore.testing.pt2e``) compare two quantizers and are checked in as a table."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.fx import GraphModule
 
-from qcore import metrics
-from qcore.testing.annotations import annotation_texts
-from qcore.testing.models import seeded
+from qcore.testing import pt2e
 
 
 class ResNetish(nn.Module):
@@ -136,13 +131,13 @@ class Functional(nn.Module):
 
 
 #: name -> (model factory, example-input factory by seed)
-MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Tensor, ...]]]] = {
-    "resnet": (ResNetish, seeded(2, 3, 16, 16)),
-    "mobilenet": (MobileNetish, seeded(2, 3, 16, 16)),
-    "transformer": (TransformerBlock, seeded(2, 6, 16)),
-    "mlp": (MLP, seeded(4, 20)),
-    "rnn": (RNN, seeded(2, 5, 8)),
-    "functional": (Functional, seeded(2, 4, 8, 8)),
+MODELS: pt2e.Zoo = {
+    "resnet": (ResNetish, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "mobilenet": (MobileNetish, pt2e.seeded_inputs(2, 3, 16, 16)),
+    "transformer": (TransformerBlock, pt2e.seeded_inputs(2, 6, 16)),
+    "mlp": (MLP, pt2e.seeded_inputs(4, 20)),
+    "rnn": (RNN, pt2e.seeded_inputs(2, 5, 8)),
+    "functional": (Functional, pt2e.seeded_inputs(2, 4, 8, 8)),
 }
 #: config name -> get_symmetric_quantization_config options
 CONFIGS: dict[str, dict[str, bool]] = {
@@ -155,41 +150,17 @@ CONFIGS: dict[str, dict[str, bool]] = {
 def build(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     factory, inputs = MODELS[name]
-    model = factory().eval()
-    return model, inputs(0)
-
-
-def exported(name: str) -> tuple[GraphModule, tuple[torch.Tensor, ...]]:
-    model, example = build(name)
-    gm = torch.export.export(model, example).module()
-    assert isinstance(gm, GraphModule)
-    return gm, example
+    return factory().eval(), inputs(0)
 
 
 def annotate_with(quantizer: Any, name: str) -> dict[str, Any]:
-    gm, _ = exported(name)
-    gm = quantizer.transform_for_annotation(gm)
-    quantizer.annotate(gm)
-    return annotation_texts(gm)
+    return pt2e.annotate(quantizer, pt2e.exported(*build(name)))
 
 
 def quantize_with(
     quantizer: Any, name: str, calib_batches: int = 4
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(quantized output, float output) on a held-out batch after calibration."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    model, _ = build(name)
-    gm, _ = exported(name)
-    prepared = prepare_pt2e(gm, quantizer)
-    inputs = MODELS[name][1]
-    for seed in range(1, calib_batches + 1):
-        prepared(*inputs(seed))
-    converted = convert_pt2e(prepared)
-    held_out = inputs(100)
-    with torch.no_grad():
-        return converted(*held_out), copy.deepcopy(model)(*held_out)
-
-
-def sqnr(quantized: torch.Tensor, reference: torch.Tensor) -> float:
-    return metrics.sqnr(reference, quantized)
+    return pt2e.quantized_outputs(
+        quantizer, build(name)[0], MODELS[name][1], calibration=calib_batches
+    )

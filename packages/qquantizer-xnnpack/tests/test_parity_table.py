@@ -10,7 +10,7 @@ from typing import Any
 import parity_models as pm
 import pytest
 
-from qcore.testing.annotations import differences
+from qcore.testing.pt2e import differences
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 TABLE: dict[str, Any] = json.loads(
@@ -30,7 +30,6 @@ def test_annotations_match_executorch(model: str, config: str) -> None:
         get_symmetric_quantization_config(**pm.CONFIGS[config])
     )
     ours = pm.annotate_with(quantizer, model)
-    expected = TABLE[f"{model}/{config}"]
-    diff = differences(expected, ours, "executorch")
+    diff = differences(TABLE[f"{model}/{config}"], ours, names=("executorch", "ours"))
     assert not diff, json.dumps(diff, indent=1)
     assert any("output" in a or "inputs" in a for a in ours.values())

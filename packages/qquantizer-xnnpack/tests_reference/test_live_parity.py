@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from qcore.testing import pt2e
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 REF = et_reference.load()
@@ -54,10 +55,7 @@ class Blocks(nn.Module):
 
 
 def _scoped_annotations(quantizer: Any) -> dict[str, Any]:
-    gm = torch.export.export(Blocks().eval(), (torch.randn(2, 8),)).module()
-    gm = quantizer.transform_for_annotation(gm)
-    quantizer.annotate(gm)
-    return pm.annotation_texts(gm)
+    return pt2e.annotate(quantizer, pt2e.exported(Blocks().eval(), (torch.randn(2, 8),)))
 
 
 @pytest.mark.parametrize(

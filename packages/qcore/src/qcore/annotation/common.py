@@ -593,21 +593,21 @@ def scalars_to_attrs(
 _conv, _conv_transpose, _conv_relu, _conv_transpose_relu = conv_annotators(reject_grouped_transpose)
 
 
-
-def _qat_conv_bn(relu: bool, transpose: bool) -> Annotator:
-    layer = "conv_transpose" if transpose else "conv"
+def _qat_conv_bn(transpose: bool, relu: bool) -> Annotator:
+    """The QAT-only conv[_transpose] → batch_norm [→ relu] annotator."""
+    conv = "conv_transpose" if transpose else "conv"
     return Annotator(
-        f"{layer}_bn{'_relu' if relu else ''}",
+        f"{conv}_bn" + ("_relu" if relu else ""),
         conv_bn_annotator(relu, transpose),
         static=False,
         qat_only=True,
         ops=CONV_TRANSPOSE if transpose else CONV,
-        description=f"{layer} → batch_norm{' → relu' if relu else ''} in QAT graphs",
+        description=f"{conv} → batch_norm" + (" → relu" if relu else "") + " in QAT graphs",
     )
 
 
 COMMON: tuple[Annotator, ...] = (
-    *(_qat_conv_bn(relu, transpose) for transpose in (False, True) for relu in (True, False)),
+    *(_qat_conv_bn(transpose, relu) for transpose in (False, True) for relu in (True, False)),
     Annotator("linear_relu", annotate_linear_relu, ops=LINEAR, description="linear → relu"),
     Annotator("linear", annotate_linear, dynamic=True, ops=LINEAR, description="linear"),
     Annotator("conv", _conv, dynamic=True, ops=CONV, description="conv1d/2d/3d"),

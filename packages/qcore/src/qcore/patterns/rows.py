@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from torch import nn
@@ -110,23 +109,24 @@ def pattern_config(
     if complex_pattern:
         private.set_pattern_complex_format(config, pattern)
     config.set_dtype_configs(_checked_dtypes(pattern, dtype_configs))
-    setters: list[tuple[Any, Callable[[Any], object]]] = [
+    setters: list[tuple[Any, Callable[[Any], Any]]] = [
         (observation, config.set_observation_type),
         (root, config.set_root_module),
         (qat, config.set_qat_module),
         (reference, config.set_reference_quantized_module),
         (fused, config.set_fused_module),
         (fuser, config.set_fuser_method),
-        (root_node_getter, partial(private.set_root_node_getter, config)),
-        (extra_inputs_getter, partial(private.set_extra_inputs_getter, config)),
+        (root_node_getter, lambda v: private.set_root_node_getter(config, v)),
+        (extra_inputs_getter, lambda v: private.set_extra_inputs_getter(config, v)),
+        (input_type_to_index or None, lambda v: private.set_input_type_to_index(config, dict(v))),
+        (
+            num_tensor_args or None,
+            lambda v: private.set_num_tensor_args_to_observation_type(config, dict(v)),
+        ),
     ]
     for value, setter in setters:
-        if value is not None:
+        if value is not None:  # unset: torch's default for the field
             setter(value)
-    if input_type_to_index:
-        private.set_input_type_to_index(config, dict(input_type_to_index))
-    if num_tensor_args:
-        private.set_num_tensor_args_to_observation_type(config, dict(num_tensor_args))
     return config
 
 

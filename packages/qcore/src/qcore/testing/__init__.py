@@ -7,13 +7,7 @@ points, exactly as users load them.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from qcore.api import get_backend_config
 from qcore.engine import quantized_engine
-from qcore.plugins import DISABLE_ENV, REGISTRY
 from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult
 
@@ -49,41 +43,11 @@ def assert_conformant(kind: str, name: str) -> list[CheckResult]:
     return results
 
 
-def assert_backend_conformant(name: str) -> list[CheckResult]:
-    """:func:`assert_conformant` for backend ``name``, and every one of its patterns (its
-    installed extensions' too) went through prepare and convert."""
-    results = assert_conformant("backend", name)
-    runs = [r for r in results if r.check == "prepare-convert"]
-    patterns = get_backend_config(name).configs
-    if len(runs) != len(patterns):
-        raise AssertionError(f"backend '{name}': {len(runs)} of {len(patterns)} patterns ran")
-    return results
-
-
-@contextmanager
-def extensions_disabled(kind: str, target: str) -> Iterator[None]:
-    """Inside the block, plugin ``target`` is used without the installed extensions of
-    ``kind`` (``backend-extension``, ``quantizer-extension``) that add to it: to compare
-    a backend with the upstream config it mirrors while a third party extends it."""
-    names = [n for n in REGISTRY.names(kind) if n.startswith(f"{target}.")]
-    before = os.environ.get(DISABLE_ENV)
-    os.environ[DISABLE_ENV] = ",".join(filter(None, [before, *names]))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(DISABLE_ENV, None)
-        else:
-            os.environ[DISABLE_ENV] = before
-
-
 __all__ = [
     "CheckResult",
-    "assert_backend_conformant",
     "assert_conformant",
     "check_backend",
     "check_quantizer",
     "compare_backend_configs",
-    "extensions_disabled",
     "quantized_engine",
 ]

@@ -77,16 +77,6 @@ def _conv_bn(
     return nn.Sequential(*layers)
 
 
-def _imagenet_stem(channels: int) -> nn.Sequential:
-    """ResNet's and DenseNet's stem: 7x7 stride-2 conv, BN, ReLU, 3x3 stride-2 max pool."""
-    return nn.Sequential(
-        nn.Conv2d(3, channels, 7, 2, 3, bias=False),
-        nn.BatchNorm2d(channels),
-        nn.ReLU(),
-        nn.MaxPool2d(3, 2, 1),
-    )
-
-
 class _SqueezeExcitation(nn.Module):
     """torchvision.ops.SqueezeExcitation: pool, 1x1 conv, act, 1x1 conv, gate, multiply."""
 
@@ -108,6 +98,50 @@ class _SqueezeExcitation(nn.Module):
         scale = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
         out: Tensor = scale * x
         return out
+
+
+def _imagenet_stem(c_out: int) -> nn.Sequential:
+    """The 7x7/2 conv (no bias), batch norm, ReLU and 3x3/2 max-pool of ResNet and DenseNet."""
+    return nn.Sequential(
+        nn.Conv2d(3, c_out, 7, 2, 3, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1),
+    )
+
+
+class _InvertedResidual(nn.Module):
+    """MobileNetV2-family inverted residual: 1x1 expand (when it widens), depthwise kxk
+    (which carries the stride), optional squeeze-excitation ``se`` = (squeeze width,
+    activation, gate), 1x1 project without activation; residual when the shape is kept.
+    MobileNetV3, MnasNet and EfficientNet differ only in activation, SE and BN eps."""
+
+    def __init__(
+        self,
+        c_in: int,
+        mid: int,
+        c_out: int,
+        kernel: int,
+        stride: int,
+        *,
+        act: Callable[[], nn.Module],
+        se: tuple[int, Callable[[], nn.Module], Callable[[], nn.Module]] | None = None,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.use_residual = stride == 1 and c_in == c_out
+        layers: list[nn.Module] = []
+        if mid != c_in:
+            layers.append(_conv_bn(c_in, mid, 1, act=act, eps=eps))
+        layers.append(_conv_bn(mid, mid, kernel, stride, groups=mid, act=act, eps=eps))
+        if se is not None:
+            layers.append(_SqueezeExcitation(mid, *se))
+        layers.append(_conv_bn(mid, c_out, 1, act=None, eps=eps))
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out: Tensor = self.block(x)
+        return out + x if self.use_residual else out
 
 
 def _zero_bias(m: nn.Conv2d | nn.Linear) -> None:
@@ -463,39 +497,6 @@ class RegNet(nn.Module):
 # -------------------------------------------------------------------------- MobileNetV3
 
 
-class _InvertedResidual(nn.Module):
-    """MobileNetV3's and EfficientNet's block: 1x1 expand, depthwise kxk, optional SE
-    (``se``: squeeze width, its activation, its gate), 1x1 project (no activation);
-    residual when the shape is kept."""
-
-    def __init__(  # noqa: PLR0917 (the block's published parameters)
-        self,
-        c_in: int,
-        expanded: int,
-        c_out: int,
-        kernel: int,
-        stride: int,
-        act: Callable[[], nn.Module],
-        se: tuple[int, Callable[[], nn.Module], Callable[[], nn.Module]] | None,
-    ) -> None:
-        super().__init__()
-        self.use_residual = stride == 1 and c_in == c_out
-        layers: list[nn.Module] = []
-        if expanded != c_in:
-            layers.append(_conv_bn(c_in, expanded, 1, act=act, eps=0.001))
-        layers.append(
-            _conv_bn(expanded, expanded, kernel, stride, groups=expanded, act=act, eps=0.001)
-        )
-        if se is not None:
-            layers.append(_SqueezeExcitation(expanded, *se))
-        layers.append(_conv_bn(expanded, c_out, 1, act=None, eps=0.001))
-        self.block = nn.Sequential(*layers)
-
-    def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.block(x)
-        return out + x if self.use_residual else out
-
-
 #: MobileNetV3-Small's rows: input, kernel, expanded, output, SE, hardswish, stride.
 _MOBILENET_V3_SMALL = (
     (16, 3, 16, 16, True, False, 2),
@@ -534,15 +535,17 @@ class MobileNetV3(nn.Module):
         c_out = first
         for c_in, kernel, expanded, out, se, hs, stride in _MOBILENET_V3_SMALL:
             c_out = ch(out)
+            mid = ch(expanded)
             layers.append(
                 _InvertedResidual(
                     ch(c_in),
-                    ch(expanded),
+                    mid,
                     c_out,
                     kernel,
                     stride,
-                    nn.Hardswish if hs else nn.ReLU,
-                    (_make_divisible(ch(expanded) // 4), nn.ReLU, nn.Hardsigmoid) if se else None,
+                    act=nn.Hardswish if hs else nn.ReLU,
+                    se=(_make_divisible(mid // 4), nn.ReLU, nn.Hardsigmoid) if se else None,
+                    eps=0.001,
                 )
             )
         last_conv = 6 * c_out
@@ -570,24 +573,6 @@ class MobileNetV3(nn.Module):
 
 
 # ------------------------------------------------------------------------------- MnasNet
-
-
-class _MnasBlock(nn.Module):
-    """MnasNet inverted residual (ReLU, no SE): 1x1 expand, depthwise kxk, 1x1 project."""
-
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, expansion: int) -> None:
-        super().__init__()
-        mid = c_in * expansion
-        self.use_residual = c_in == c_out and stride == 1
-        self.layers = nn.Sequential(
-            _conv_bn(c_in, mid, 1),
-            _conv_bn(mid, mid, kernel, stride, groups=mid),
-            _conv_bn(mid, c_out, 1, act=None),
-        )
-
-    def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.layers(x)
-        return out + x if self.use_residual else out
 
 
 class MnasNet(nn.Module):
@@ -621,9 +606,15 @@ class MnasNet(nn.Module):
         ):
             c_in, c_out = depths[index + 1], depths[index + 2]
             for r in range(count):
+                c_block = c_in if r == 0 else c_out
                 layers.append(
-                    _MnasBlock(
-                        c_in if r == 0 else c_out, c_out, kernel, stride if r == 0 else 1, expansion
+                    _InvertedResidual(
+                        c_block,
+                        c_block * expansion,
+                        c_out,
+                        kernel,
+                        stride if r == 0 else 1,
+                        act=nn.ReLU,
                     )
                 )
         layers.append(_conv_bn(depths[-1], last, 1))
@@ -686,11 +677,17 @@ class EfficientNet(nn.Module):
         ):
             c_out = ch(out)
             for r in range(count):
-                width = ch(c_in) if r == 0 else c_out
-                squeeze = (max(1, width // 4), nn.SiLU, nn.Sigmoid)
+                c_block = ch(c_in) if r == 0 else c_out
                 blocks.append(
                     _InvertedResidual(
-                        width, width * expand, c_out, kernel, stride if r == 0 else 1, nn.SiLU, squeeze
+                        c_block,
+                        c_block * expand,
+                        c_out,
+                        kernel,
+                        stride if r == 0 else 1,
+                        act=nn.SiLU,
+                        se=(max(1, c_block // 4), nn.SiLU, nn.Sigmoid),
+                        eps=0.001,
                     )
                 )
         last = 4 * c_out
@@ -1221,73 +1218,29 @@ def _images(size: int, batch: int = 4) -> Callable[[], Inputs]:
 
 
 def _cases() -> list[ModelCase]:
-    conv = frozenset({"conv2d", "bn", "relu", "add"})
-    return [
-        ModelCase("resnet50", ResNet50, _images(64), conv | {"maxpool"}),
-        ModelCase(
-            "googlenet",
-            GoogLeNet,
-            _images(64),
-            frozenset({"conv2d", "bn", "relu", "cat", "maxpool"}),
-        ),
-        ModelCase(
-            "densenet121",
-            DenseNet121,
-            _images(64),
-            frozenset({"conv2d", "bn", "relu", "cat", "avgpool"}),
-        ),
-        ModelCase("regnet", RegNet, _images(64), conv | {"group_conv", "se", "sigmoid", "mul"}),
-        ModelCase(
-            "mobilenet_v3",
-            MobileNetV3,
-            _images(64),
-            frozenset(
-                {"conv2d", "bn", "depthwise", "hardswish", "hardsigmoid", "se", "add", "linear"}
-            ),
-        ),
-        ModelCase(
-            "mnasnet",
-            MnasNet,
-            _images(64),
-            frozenset({"conv2d", "bn", "relu", "depthwise", "add", "mean"}),
-        ),
-        ModelCase(
-            "efficientnet",
-            EfficientNet,
-            _images(64),
-            frozenset({"conv2d", "bn", "depthwise", "silu", "se", "sigmoid", "mul", "add"}),
-        ),
-        ModelCase(
-            "shufflenet_v2",
-            ShuffleNetV2,
-            _images(64),
-            frozenset({"conv2d", "bn", "relu", "depthwise", "chunk", "cat", "shuffle"}),
-        ),
-        ModelCase(
-            "squeezenet", SqueezeNet, _images(64), frozenset({"conv2d", "relu", "cat", "maxpool"})
-        ),
-        ModelCase(
+    conv = {"conv2d", "bn", "relu", "add"}
+    mobile = {"conv2d", "bn", "depthwise"}
+    attention = {"conv2d", "layernorm", "linear", "matmul", "softmax", "gelu", "add"}
+    rows: list[tuple[str, Callable[[], nn.Module], set[str]]] = [
+        ("resnet50", ResNet50, conv | {"maxpool"}),
+        ("googlenet", GoogLeNet, {"conv2d", "bn", "relu", "cat", "maxpool"}),
+        ("densenet121", DenseNet121, {"conv2d", "bn", "relu", "cat", "avgpool"}),
+        ("regnet", RegNet, conv | {"group_conv", "se", "sigmoid", "mul"}),
+        ("mobilenet_v3", MobileNetV3, mobile | {"hardswish", "hardsigmoid", "se", "add", "linear"}),
+        ("mnasnet", MnasNet, mobile | {"relu", "add", "mean"}),
+        ("efficientnet", EfficientNet, mobile | {"silu", "se", "sigmoid", "mul", "add"}),
+        ("shufflenet_v2", ShuffleNetV2, mobile | {"relu", "chunk", "cat", "shuffle"}),
+        ("squeezenet", SqueezeNet, {"conv2d", "relu", "cat", "maxpool"}),
+        (
             "convnext",
             ConvNeXt,
-            _images(64),
-            frozenset(
-                {"conv2d", "depthwise", "layernorm", "permute", "gelu", "linear", "mul", "add"}
-            ),
+            {"conv2d", "depthwise", "layernorm", "permute", "gelu", "linear", "mul", "add"},
         ),
-        ModelCase(
-            "swin",
-            partial(Swin, image=64),
-            _images(64),
-            frozenset(
-                {"conv2d", "layernorm", "linear", "matmul", "softmax", "roll", "gelu", "add"}
-            ),
-        ),
-        ModelCase(
-            "vit",
-            partial(ViT, image=64),
-            _images(64),
-            frozenset({"conv2d", "layernorm", "linear", "matmul", "softmax", "cat", "gelu", "add"}),
-        ),
+        ("swin", partial(Swin, image=64), attention | {"roll"}),
+        ("vit", partial(ViT, image=64), attention | {"cat"}),
+    ]
+    return [
+        ModelCase(name, build, _images(64), frozenset(families)) for name, build, families in rows
     ]
 
 

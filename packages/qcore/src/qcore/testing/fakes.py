@@ -21,6 +21,8 @@ from qcore.plugins import REGISTRY
 #: ``make(name, entry_points={group: {ep_name: "module:attr"}}, modules={name: source})``
 FakeDist = Callable[..., Path]
 
+__all__ = ["FakeDist", "fake_distributions", "one_plugin"]
+
 
 def _write_module(root: Path, name: str, source: str) -> None:
     """``a.b.c`` becomes ``a/b/c.py`` with ``__init__.py`` files for the packages."""
@@ -82,3 +84,19 @@ def fake_distributions() -> Iterator[FakeDist]:
             sys.modules.update(saved_modules)
             importlib.invalidate_caches()
             REGISTRY.reset()
+
+
+def one_plugin(
+    make: FakeDist,
+    distribution: str,
+    name: str,
+    module: str,
+    source: str | None = None,
+    *,
+    group: str = "qcore.backends",
+) -> Path:
+    """A fake distribution with one plugin: entry point ``name`` in ``group`` pointing at
+    ``module:PLUGIN``, and ``module`` written from ``source`` (None: no module, so loading
+    the plugin fails on the import)."""
+    modules = {module: source} if source is not None else None
+    return make(distribution, {group: {name: f"{module}:PLUGIN"}}, modules)

@@ -459,12 +459,6 @@ class ConvClamp(nn.Module):
 # ------------------------------------------------------------------------------ registry
 
 
-def seeded(*shape: int) -> Callable[[int], Inputs]:
-    """Inputs of ``shape`` by seed: ``seeded(2, 8)(seed)`` is one normal batch, the same
-    for the same seed in any process (calibration and held-out batches by number)."""
-    return lambda seed: (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
-
-
 def _image(*spatial: int, channels: int = 3, batch: int = 4) -> Callable[[], Inputs]:
     return lambda: (torch.randn(batch, channels, *spatial),)
 
