@@ -6,6 +6,8 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from qcore.annotation.registry import ANNOTATORS
+from qcore.api import get_backend_config, get_quantizer, install_quantizer_extensions
 from qcore.derived.names import derived_names
 from qcore.pattern_text import op_name, pattern_text
 from qcore.plugins import REGISTRY, PluginInfo
@@ -54,8 +56,6 @@ def describe_plugins(plugins: Sequence[PluginInfo], width: int | None = None) ->
 
 
 def describe_backend(name: str) -> str:
-    from qcore.api import get_backend_config
-
     config = get_backend_config(name)
     rows = []
     for pattern_config in config.configs:
@@ -81,9 +81,6 @@ def describe_backend(name: str) -> str:
 
 
 def describe_quantizer(name: str) -> str:
-    from qcore.annotation.registry import ANNOTATORS
-    from qcore.api import get_quantizer, install_quantizer_extensions
-
     if name in derived_names():
         return describe_derived_quantizer(name)
     plugin = REGISTRY.load("quantizer", name)
@@ -112,8 +109,6 @@ def describe_quantizer(name: str) -> str:
 def describe_derived_quantizer(name: str) -> str:
     """A derived quantizer's annotators (one per pattern of its backend), then the
     patterns it cannot express and why."""
-    from qcore.api import get_quantizer
-
     quantizer: Any = get_quantizer(name)
     rows = [[a.name, a.marks, a.description] for a in quantizer.annotators()]
     owner = REGISTRY.distribution("backend", name)

@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import qcore
 from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
+from qcore.plugins import REGISTRY
 from qcore.testing.result import CheckResult
 
 if TYPE_CHECKING:
@@ -55,9 +57,6 @@ def check_backend(
     and is what ExecuTorch consumes; ``"native"`` runs ``convert_fx`` under the quantized
     ``engine`` (e.g. ``"onednn"``), restored afterwards.
     """
-    import qcore
-    from qcore.plugins import REGISTRY
-
     label = f"backend:{name}"
     try:
         config = qcore.get_backend_config(name)
@@ -336,4 +335,3 @@ def _check_prepare_convert(
     )
     state = "quantized" if _is_quantized(converted) else "left in float by the mapping"
     return True, f"{state}, SQNR {worst:.1f} dB"
-

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule
 
+from qcore.annotation.registry import ANNOTATORS
+from qcore.api import get_quantizer
 from qcore.testing.result import CheckResult
 
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
@@ -290,8 +292,6 @@ def _prepare_convert(annotators: list[Any], example: Example, config: Any, owner
 def check_quantizer(name: str) -> list[CheckResult]:
     """Every conformance check for PT2E quantizer ``name``, loaded through qcore."""
     from qcore.annotation.quantizer import RegistryQuantizer
-    from qcore.annotation.registry import ANNOTATORS
-    from qcore.api import get_quantizer
 
     plugin = f"quantizer:{name}"
     try:
