@@ -165,6 +165,32 @@ def sole_user(node: Node) -> Node | None:
     return next(iter(node.users)) if len(node.users) == 1 else None
 
 
+def is_float_tensor(node: object) -> bool:
+    """Whether ``node`` is a graph value whose traced value is a floating-point tensor:
+    the only kind an observer may see (an int8 observer on an index or a mask computes
+    nonsense, and histogram observers crash on it)."""
+    if not isinstance(node, Node):
+        return False
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def non_float_quantized(node: Node) -> list[str]:
+    """The tensors a claimed annotation on ``node`` would observe that are not floating
+    point, as ``"name (dtype)"``: empty for every annotation a quantizer may write."""
+    ann = node.meta.get(Q_ANNOTATION_KEY)
+    if ann is None or not annotation_is_claimed(ann):
+        return []
+    quantized = [n for n, spec in ann.input_qspec_map.items() if spec is not None]
+    if ann.output_qspec is not None:
+        quantized.append(node)
+    return [
+        f"{n.name} ({getattr(n.meta.get('val'), 'dtype', 'no tensor value')})"
+        for n in quantized
+        if isinstance(n, Node) and not is_float_tensor(n)
+    ]
+
+
 def non_quantizable_reason(node: Node, gm: GraphModule) -> str | None:
     """Why an activation input cannot be observed, or None if it can."""
     val = node.meta.get("val")
@@ -172,11 +198,85 @@ def non_quantizable_reason(node: Node, gm: GraphModule) -> str | None:
         return "input has no traced tensor value"
     if val.dtype != torch.float32:
         return f"input is a non-float tensor ({val.dtype})"
-    if node.op == "get_attr":
+    huge = _large_scalar(node, gm)
+    if huge is not None and node.op == "get_attr":
+        return f"input is a scalar too large to observe ({huge:g})"
+    mask = None if huge is not None else additive_mask_value(node, gm)
+    if mask is not None:
+        return (
+            f"input is an additive mask holding {mask:g}: an int8 scale spanning it rounds "
+            "every other value to zero"
+        )
+    return None
+
+
+def _large_scalar(node: object, gm: GraphModule) -> float | None:
+    """The value of a one-element ``get_attr`` tensor or a Python number beyond what an
+    observer can take, else None."""
+    value: float | None = None
+    if isinstance(node, int | float) and not isinstance(node, bool):
+        value = float(node)
+    elif isinstance(node, Node) and node.op == "get_attr":
         module_path, _, name = str(node.target).rpartition(".")
-        tensor = getattr(gm.get_submodule(module_path), name)
-        if tensor.numel() == 1 and abs(tensor.item()) > HISTC_UPPER_BOUND:
-            return f"input is a scalar too large to observe ({tensor.item():g})"
+        tensor = getattr(gm.get_submodule(module_path), name, None)
+        if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
+            value = float(tensor.item())
+    return value if value is not None and abs(value) > HISTC_UPPER_BOUND else None
+
+
+#: Ops whose output holds one of their scalar or constant arguments (``where(mask, 0,
+#: finfo.min)``, ``masked_fill``, ``full``) or scales by one (``(1 - mask) * finfo.min``).
+_CONSTANT_FILLS = frozenset(
+    {
+        aten.where.self,
+        aten.where.ScalarOther,
+        aten.where.ScalarSelf,
+        aten.where.Scalar,
+        aten.masked_fill.Scalar,
+        aten.full.default,
+        aten.full_like.default,
+        aten.new_full.default,
+        aten.fill.Scalar,
+        aten.mul.Tensor,
+    }
+)
+#: Ops that only move, broadcast or cast their first input's values.
+_SAME_VALUES = frozenset(
+    {
+        aten.expand.default,
+        aten.view.default,
+        aten.reshape.default,
+        aten.unsqueeze.default,
+        aten.squeeze.dim,
+        aten.slice.Tensor,
+        aten.permute.default,
+        aten.transpose.int,
+        aten.contiguous.default,
+        aten.clone.default,
+        aten.to.dtype,
+        aten.to.dtype_layout,
+        aten._to_copy.default,
+    }
+)
+
+
+def additive_mask_value(node: Node, gm: GraphModule, depth: int = 8) -> float | None:
+    """The huge constant (beyond :data:`HISTC_UPPER_BOUND`, e.g. ``finfo.min``) that
+    ``node`` holds where it masks, if it is built from one: Hugging Face's attention
+    masks are ``where(mask, 0, finfo(float32).min)``. Such a tensor added to attention
+    scores must stay in float: its observed range would make the add's scale ~1e36."""
+    if depth == 0 or not isinstance(node, Node):
+        return None
+    if is_op(node, _SAME_VALUES):
+        return additive_mask_value(node.args[0], gm, depth - 1)  # type: ignore[arg-type]
+    if not is_op(node, _CONSTANT_FILLS):
+        return None
+    for arg in [*node.args, *node.kwargs.values()]:
+        huge = _large_scalar(arg, gm)
+        if huge is None and is_op(arg, _CONSTANT_FILLS | _SAME_VALUES):
+            huge = additive_mask_value(arg, gm, depth - 1)  # type: ignore[arg-type]
+        if huge is not None:
+            return huge
     return None
 
 
@@ -470,6 +570,8 @@ def annotate_cat(
         if not is_op(cat, CAT) or is_annotated([cat]) or not passes(filter_fn, [cat]):
             continue
         inputs: Sequence[Any] = cat.args[0]
+        if not all(is_float_tensor(a) for a in [*inputs, cat]):  # e.g. position ids
+            continue
         source = next(
             (a for a in inputs if isinstance(a, Node) and _traces_to_qparams(a)), inputs[0]
         )
@@ -555,7 +657,7 @@ def propagate_shared_qparams(gm: GraphModule) -> None:
             continue
         prev = node.args[0]
         ann = prev.meta.get(Q_ANNOTATION_KEY)
-        if not ann or not ann.output_qspec or is_annotated([node]):
+        if not ann or not ann.output_qspec or is_annotated([node]) or not is_float_tensor(node):
             continue
         shared = SharedQuantizationSpec(prev)
         set_annotation(node, {prev: shared}, shared)
@@ -564,12 +666,22 @@ def propagate_shared_qparams(gm: GraphModule) -> None:
 def scalars_to_attrs(
     gm: GraphModule, ops: frozenset[Any] = frozenset({aten.add.Tensor, aten.mul.Tensor})
 ) -> GraphModule:
-    """Turn Python scalars of binary ops into tensor attributes so they can be observed."""
+    """Turn Python scalars of binary ops into tensor attributes so they can be observed.
+
+    As upstream, a scalar becomes a float32 tensor, except on an op whose result is not
+    floating point (``arange(n) + 1`` in Hugging Face's mask construction): there it
+    takes the result's dtype. A float32 zero-dim tensor would promote ``int64 + 1`` to
+    float32, and the indices built from it would then crash ``aten.index`` (ExecuTorch
+    1.5.1's transform does that). A zero-dim tensor of the result's dtype promotes exactly
+    as the scalar did, so no op changes its result's dtype.
+    """
     taken = {name for name, _ in gm.named_buffers()} | set(dir(gm))
     counter = itertools.count()
     for node in list(gm.graph.nodes):
         if not is_op(node, ops) or all(isinstance(a, Node) for a in node.args):
             continue
+        result_dtype = node.meta["val"].dtype
+        dtype = torch.float32 if result_dtype.is_floating_point else result_dtype
         args = []
         for arg in node.args:
             if isinstance(arg, Node):
@@ -577,7 +689,7 @@ def scalars_to_attrs(
                 continue
             name = next(n for n in (f"_tensor_constant_{i}" for i in counter) if n not in taken)
             taken.add(name)
-            value = torch.tensor(float(arg))
+            value = torch.tensor(arg, dtype=dtype)
             gm.register_buffer(name, value)
             with gm.graph.inserting_before(node):
                 attr = gm.graph.get_attr(name)

@@ -30,6 +30,7 @@ from torchao.quantization.pt2e.quantizer import (
     get_module_name_filter,
 )
 
+from qcore.annotation.common import non_float_quantized
 from qcore.annotation.registry import ANNOTATORS, Annotator, is_dynamic_config
 from qcore.annotation.report import FloatNode, explain_not_quantized
 from qcore.int8.pt2e_ranges import link_weight_observers
@@ -177,8 +178,24 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
 
             for annotator in self.selected(config, operator):
                 annotator.fn(model, config, accept)
+                self._check_float_only(model, f"annotator '{annotator.name}'")
         self.finalize(model)
+        self._check_float_only(model, f"{type(self).__name__}.finalize")
         return model
+
+    def _check_float_only(self, model: GraphModule, who: str) -> None:
+        """No annotation may observe an integer or boolean tensor (an index, a mask): its
+        observer would compute nonsense or crash calibration. Every annotator checks
+        this itself; this net names the one that did not (an extension's, say)."""
+        for node in model.graph.nodes:
+            bad = non_float_quantized(node)
+            if bad:
+                raise ValueError(
+                    f"{type(self).__name__} ({self.namespace}): {who} annotated {node.name} "
+                    f"({node.target}) to observe non-floating-point tensors: "
+                    f"{', '.join(bad)}; an annotator must leave such a pattern in float "
+                    "(see qcore.annotation.common.is_float_tensor)"
+                )
 
     def has_qat_config(self) -> bool:
         """Whether any pass configures QAT (then batch norms stay unfolded until training
