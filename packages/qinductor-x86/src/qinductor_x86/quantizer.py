@@ -18,6 +18,7 @@ from typing import Any, Self
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
+from qcore.annotation.common import addmm_to_linear
 from qcore.annotation.quantizer import NodeFilter, RegistryQuantizer
 from qinductor_x86 import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.config import (
@@ -49,6 +50,11 @@ class X86InductorQuantizer(RegistryQuantizer):
     then hand to ``prepare_pt2e`` / ``prepare_qat_pt2e``."""
 
     namespace = "x86"
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        """``addmm`` with a constant weight (Hugging Face's ``Conv1D``) becomes the
+        ``linear`` it computes, so it is quantized and lowered like one."""
+        return addmm_to_linear(model)
 
     # -- torchao's scoping API ------------------------------------------------------------
 

@@ -700,6 +700,39 @@ def scalars_to_attrs(
     return gm
 
 
+def addmm_to_linear(gm: GraphModule) -> GraphModule:
+    """``addmm(bias, x, weight)`` with a constant 2-D weight becomes ``linear(x,
+    t(weight), bias)``: Hugging Face's ``Conv1D`` (GPT-2's projections) is a linear layer
+    written as ``addmm``, which no linear annotator or int8 kernel would see otherwise.
+    The weight stays the module's own attribute (a ``t`` view of it), so QAT still trains
+    it. ``addmm`` with ``beta``/``alpha`` other than 1 is left alone."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if not is_op(node, frozenset({aten.addmm.default})) or len(node.args) != 3:
+            continue
+        bias, act, weight = node.args
+        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
+            continue
+        if not isinstance(weight, Node) or weight.op != "get_attr":
+            continue
+        if not all(is_float_tensor(n) for n in (bias, act, weight)):
+            continue
+        with gm.graph.inserting_before(node):
+            transposed = gm.graph.call_function(aten.t.default, (weight,))
+            transposed.meta = {**weight.meta, "val": weight.meta["val"].t()}
+            linear = gm.graph.call_function(aten.linear.default, (act, transposed, bias))
+        # recorded as an F.linear call, which recipes that match layers by their source
+        # (the x86 one, as torchao's) take for the linear it is
+        stack = node.meta.get("source_fn_stack") or [(node.name, None)]
+        linear.meta = {**node.meta, "source_fn_stack": [*stack[:-1], (linear.name, F.linear)]}
+        node.replace_all_uses_with(linear)
+        gm.graph.erase_node(node)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 # -- registration ----------------------------------------------------------------------
 
 _conv, _conv_transpose, _conv_relu, _conv_transpose_relu = conv_annotators(reject_grouped_transpose)

@@ -220,7 +220,10 @@ def _kernel(
             stride, padding, dilation, groups, x_shape,
         )  # fmt: skip
     else:
-        packed = torch.ops.onednn.qlinear_prepack(weight, x_shape)
+        # a weight folded from a transposed view (``F.linear(x, w.t())``, Hugging Face's
+        # Conv1D) keeps its strides, which oneDNN's prepack ignores: the kernel would
+        # compute with the transpose
+        packed = torch.ops.onednn.qlinear_prepack(weight.contiguous(), x_shape)
     packed_node = ctx.constant_node("_qinductor_x86_packed", packed)
     w_zp = _int32_zero_points(ctx, kwargs["w_zp"])
     head = (x, kwargs["x_scale"], kwargs["x_zp"], packed_node, kwargs["w_scale"], w_zp)
