@@ -30,7 +30,11 @@ TESTS = [
     "packages/qinductor-x86/tests/test_lowering_models.py",
     "packages/qinductor-x86/tests/test_lowering_saturation.py",
     "packages/qinductor-x86/tests/test_builtin_lowering.py",
+    "packages/qinductor-x86/tests/test_transposed_weights.py",
+    "tests/test_transformers_compiled.py",
 ]
+#: What the tests above need besides the packages (versions from constraints.txt).
+EXTRA = ["transformers"]
 
 
 def cpu_has_exact_int8() -> bool:
@@ -48,7 +52,7 @@ def main(args: list[str]) -> int:
               "on oneDNN's saturating AVX2 kernels; not repeating them")
         return 0
     editable = [arg for package in PACKAGES for arg in ("-e", str(ROOT / package))]
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *editable], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *editable, *EXTRA], check=True)
     os.chdir(ROOT)
     return subprocess.run([sys.executable, "-m", "pytest", *args, *TESTS], check=False).returncode
 

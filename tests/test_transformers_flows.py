@@ -1,0 +1,71 @@
+"""Hugging Face transformers through every PT2E quantizer, eager converted (issue 20).
+
+The zoo (``qcore.testing.transformers_zoo``: BERT, DistilBERT, GPT-2, ViT, Whisper's
+encoder, random weights, eager attention, a padded attention mask) goes through the
+XNNPACK quantizer, the x86 quantizer and the quantizers derived from the ``onednn`` and
+``executorch`` backends: export, prepare, four calibration batches, convert. Each lands
+>= 25 dB SQNR against the float model's last hidden state on a held-out batch, with
+its linear layers quantized (the transformer's compute; XNNPACK, like ExecuTorch's
+quantizer, has no annotator for GPT-2's ``addmm`` projections, and ``explain`` says so).
+Compiling is slow: ``test_transformers_compiled.py`` compiles two of these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.fx import GraphModule
+
+import qcore
+from qcore.metrics import sqnr
+from qcore.testing.transformers_zoo import MODELS, build, quantize
+
+#: quantizer name -> its options: XNNPACK per channel, as ExecuTorch's examples use it
+QUANTIZERS: dict[str, dict[str, Any]] = {
+    "xnnpack": {"is_per_channel": True},
+    "x86": {},
+    "onednn": {},
+    "executorch": {},
+}
+MIN_SQNR = 25.0
+
+LINEAR = torch.ops.aten.linear.default
+
+
+def quantized_linears(converted: GraphModule) -> int:
+    """Linears whose weight comes dequantized from int8 codes."""
+    return sum(
+        1
+        for n in converted.graph.nodes
+        if n.target == LINEAR and "dequantize" in str(getattr(n.args[1], "target", ""))
+    )
+
+
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
+@pytest.mark.parametrize("name", MODELS)
+def test_zoo_model_quantizes_to_25_db(name: str, quantizer: str) -> None:
+    converted, model, batch = quantize(
+        name, qcore.get_quantizer(quantizer, **QUANTIZERS[quantizer])
+    )
+    with torch.no_grad():
+        expected, output = model(*batch), converted(*batch)
+    assert torch.isfinite(output).all()
+    assert sqnr(expected, output) >= MIN_SQNR
+    linears = sum(1 for n in converted.graph.nodes if n.target == LINEAR)
+    if name == "gpt2" and quantizer != "x86":
+        assert linears == 0  # GPT-2's Conv1D is an addmm: only the x86 quantizer takes it
+    else:
+        assert linears > 0 and quantized_linears(converted) == linears
+
+
+def test_what_stays_float_in_gpt2_says_why() -> None:
+    """XNNPACK leaves GPT-2's Conv1D (``addmm``) in float, as ExecuTorch's quantizer does,
+    and the attention mask's additive ``finfo.min`` too; the report names both."""
+    model, inputs = build("gpt2")
+    exported = torch.export.export(model, inputs(0)).module()
+    quantizer = qcore.get_quantizer("xnnpack", is_per_channel=True)
+    reasons = {str(f) for f in qcore.explain_not_quantized(exported, quantizer)}
+    assert any("addmm" in r and "no annotator" in r for r in reasons), reasons
+    assert any("additive mask" in r for r in reasons), reasons
