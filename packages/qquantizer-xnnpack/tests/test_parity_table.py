@@ -1,5 +1,6 @@
 """Annotations on real models equal ExecuTorch 1.5.1's, from the checked-in table that
-``make_expected_table.py`` generated with the reference quantizer (no ExecuTorch needed)."""
+``make_expected_table.py`` generated with the reference quantizer (no ExecuTorch needed),
+except where ``parity_models.DIFFERENCES`` lists a difference and its reason."""
 
 from __future__ import annotations
 
@@ -31,5 +32,8 @@ def test_annotations_match_executorch(model: str, config: str) -> None:
     )
     ours = pm.annotate_with(quantizer, model)
     diff = differences(TABLE[f"{model}/{config}"], ours, names=("executorch", "ours"))
-    assert not diff, json.dumps(diff, indent=1)
+    listed = pm.expected_differences(model, config)
+    assert sorted(diff) == sorted(listed), json.dumps(diff, indent=1)
+    for node in listed:  # where we differ, we leave in float what ExecuTorch observes
+        assert diff[node]["ours"] is None and diff[node]["executorch"]["annotated"]
     assert any("output" in a or "inputs" in a for a in ours.values())

@@ -260,21 +260,75 @@ _SAME_VALUES = frozenset(
 )
 
 
-def additive_mask_value(node: Node, gm: GraphModule, depth: int = 8) -> float | None:
+def additive_mask_value(node: Node, gm: GraphModule) -> float | None:
     """The huge constant (beyond :data:`HISTC_UPPER_BOUND`, e.g. ``finfo.min``) that
     ``node`` holds where it masks, if it is built from one: Hugging Face's attention
     masks are ``where(mask, 0, finfo(float32).min)``. Such a tensor added to attention
-    scores must stay in float: its observed range would make the add's scale ~1e36."""
+    scores must stay in float: its observed range would make the add's scale ~1e36.
+
+    A mask computed from constants alone (a ViT's, which masks nothing) is evaluated:
+    it is a mask here only if the huge value is really in it."""
+    huge = _built_from_huge_constant(node, gm)
+    if huge is None or _reads_graph_inputs(node):
+        return huge
+    value = _evaluate_constant(node, gm)
+    if value is not None and bool((value.abs() <= HISTC_UPPER_BOUND).all()):
+        return None
+    return huge
+
+
+def _reads_graph_inputs(node: Node) -> bool:
+    seen, stack = {node}, [node]
+    while stack:
+        current = stack.pop()
+        if current.op == "placeholder":
+            return True
+        for arg in current.all_input_nodes:
+            if arg not in seen:
+                seen.add(arg)
+                stack.append(arg)
+    return False
+
+
+def _evaluate_constant(node: Node, gm: GraphModule) -> torch.Tensor | None:
+    """The value of a node computed from attributes and constants only (no graph input),
+    by running its ancestors; None if one of them cannot run outside the graph."""
+    values: dict[Node, Any] = {}
+
+    def value_of(n: Node) -> Any:
+        if n in values:
+            return values[n]
+        if n.op == "get_attr":
+            module_path, _, name = str(n.target).rpartition(".")
+            result = getattr(gm.get_submodule(module_path), name)
+        elif n.op == "call_function" and callable(n.target):
+            args = torch.fx.node.map_arg(n.args, value_of)
+            kwargs = torch.fx.node.map_arg(n.kwargs, value_of)
+            result = n.target(*args, **kwargs)
+        else:
+            raise LookupError(n.name)
+        values[n] = result
+        return result
+
+    try:
+        with torch.no_grad():
+            out = value_of(node)
+    except (LookupError, RuntimeError, TypeError):
+        return None
+    return out if isinstance(out, torch.Tensor) else None
+
+
+def _built_from_huge_constant(node: Node, gm: GraphModule, depth: int = 8) -> float | None:
     if depth == 0 or not isinstance(node, Node):
         return None
     if is_op(node, _SAME_VALUES):
-        return additive_mask_value(node.args[0], gm, depth - 1)  # type: ignore[arg-type]
+        return _built_from_huge_constant(node.args[0], gm, depth - 1)  # type: ignore[arg-type]
     if not is_op(node, _CONSTANT_FILLS):
         return None
     for arg in [*node.args, *node.kwargs.values()]:
         huge = _large_scalar(arg, gm)
         if huge is None and is_op(arg, _CONSTANT_FILLS | _SAME_VALUES):
-            huge = additive_mask_value(arg, gm, depth - 1)  # type: ignore[arg-type]
+            huge = _built_from_huge_constant(arg, gm, depth - 1)  # type: ignore[arg-type]
         if huge is not None:
             return huge
     return None
