@@ -5,7 +5,9 @@ Plugins are discovered from entry-point metadata and imported on first use.
 """
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from qcore._version import __version__
 from qcore.api import (
@@ -16,16 +18,22 @@ from qcore.api import (
     get_quantizer,
     list_plugins,
 )
-from qcore.errors import PluginConflictError, PluginError, PluginNotFoundError
+from qcore.errors import ExportError, PluginConflictError, PluginError, PluginNotFoundError
 from qcore.plugin_api import PLUGIN_API_VERSION
+
+if TYPE_CHECKING:
+    from torch import nn
+    from torch.fx import GraphModule
 
 __all__ = [
     "PLUGIN_API_VERSION",
+    "ExportError",
     "PluginConflictError",
     "PluginError",
     "PluginNotFoundError",
     "__version__",
     "explain_not_quantized",
+    "export",
     "get_backend_config",
     "get_lowering",
     "get_qconfig_mapping",
@@ -45,6 +53,20 @@ _LAZY_SUBMODULES = {
     "saturation": "qcore.int8.saturation",
     "weight_ranges": "qcore.int8.weight_ranges",
 }
+
+
+def export(
+    model: "nn.Module",
+    example_inputs: tuple[Any, ...],
+    example_kwargs: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> "GraphModule":
+    """``torch.export.export(model, example_inputs).module()``, ready for ``prepare_pt2e``;
+    a model that cannot be exported at these shapes raises :class:`ExportError` naming the
+    module and line, and the fix (see :mod:`qcore.exporting`; imports torch on first use)."""
+    from qcore.exporting import export as export_
+
+    return export_(model, example_inputs, example_kwargs, **options)
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -17,3 +17,14 @@ class PluginConflictError(PluginError):
 
 class ForeignQcoreError(PluginError):
     """The importable ``qcore`` is the unrelated PyPI library of the same name."""
+
+
+class ExportError(RuntimeError):
+    """``qcore.export`` could not export a model at the given shapes. The message names
+    the module and line that stopped the trace and the fix; ``torch_error`` is what
+    ``torch.export`` raised, ``torch_output`` what it printed meanwhile, ``module_name``
+    the module's name in the model (``""``: the model itself; None: not found)."""
+
+    torch_error: BaseException | None = None
+    torch_output: str = ""
+    module_name: str | None = None
