@@ -20,6 +20,7 @@ from torch.fx import GraphModule
 
 import qcore
 from qcore.metrics import sqnr
+from qcore.testing.fresh import run_fresh
 from qcore.testing.transformers_zoo import MODELS, build, quantize
 
 #: quantizer name -> its options: XNNPACK per channel, as ExecuTorch's examples use it
@@ -69,3 +70,36 @@ def test_what_stays_float_in_gpt2_says_why() -> None:
     reasons = {str(f) for f in qcore.explain_not_quantized(exported, quantizer)}
     assert any("addmm" in r and "no annotator" in r for r in reasons), reasons
     assert any("additive mask" in r for r in reasons), reasons
+
+
+_TORCHAO_ON_BERT = """
+import torch
+from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+    X86InductorQuantizer, get_default_x86_inductor_quantization_config)
+from qcore.testing.fresh import emit
+from qcore.testing.transformers_zoo import build
+
+model, inputs = build("bert")
+quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+try:
+    prepare_pt2e(torch.export.export(model, inputs(0)).module(), quantizer)
+    emit({"ok": True})
+except Exception as error:
+    emit({"ok": False, "error": f"{type(error).__name__}: {error}"})
+"""
+
+
+def test_the_x86_quantizer_takes_bert_whatever_torchao_does() -> None:
+    """torchao 0.18's X86InductorQuantizer crashes annotating BERT (``IndexError`` in
+    ``_get_output_nodes_of_partitions``, the issue's report); run in a fresh interpreter
+    (importing it registers torchao's Inductor passes), either outcome is accepted. Ours
+    quantizes every linear of the same model."""
+    outcome = run_fresh(_TORCHAO_ON_BERT)
+    torchao = outcome.result() if outcome.ok else {"ok": False, "error": outcome.describe()}
+    print(f"torchao's X86InductorQuantizer on BERT: {torchao}")  # either way, ours must work
+    converted, model, batch = quantize("bert", qcore.get_quantizer("x86"))
+    linears = sum(1 for n in converted.graph.nodes if n.target == LINEAR)
+    assert linears == 12 and quantized_linears(converted) == linears
+    with torch.no_grad():
+        assert sqnr(model(*batch), converted(*batch)) >= MIN_SQNR
