@@ -185,10 +185,20 @@ def non_float_quantized(node: Node) -> list[str]:
     if ann.output_qspec is not None:
         quantized.append(node)
     return [
-        f"{n.name} ({getattr(n.meta.get('val'), 'dtype', 'no tensor value')})"
+        f"{n.name} ({', '.join(str(d) for d in dtypes)})"
         for n in quantized
-        if isinstance(n, Node) and not is_float_tensor(n)
+        if isinstance(n, Node) and (dtypes := _non_float_dtypes(n.meta.get("val")))
     ]
+
+
+def _non_float_dtypes(val: object) -> list[torch.dtype]:
+    """The non-floating-point dtypes of a traced value (a tensor, or a tuple of them);
+    nothing for a value not recorded (the check is about known integer tensors)."""
+    if isinstance(val, torch.Tensor):
+        return [] if val.dtype.is_floating_point else [val.dtype]
+    if isinstance(val, list | tuple):
+        return [d for v in val for d in _non_float_dtypes(v)]
+    return []
 
 
 def non_quantizable_reason(node: Node, gm: GraphModule) -> str | None:
