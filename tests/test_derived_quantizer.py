@@ -191,23 +191,28 @@ def test_scoping_global_module_type_module_name_and_none() -> None:
     assert _scopes_in_int8(_quantize(only_head)) == {"head"}
 
 
-def test_qat_prepares_trains_and_converts() -> None:
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+def test_qat_prepares_trains_and_converts(target: str) -> None:
+    """Both targets: on a saturating one, onednn's weight fake-quant is a nested partial."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+
+    from qcore.int8.host import targeting
 
     # conv-bn under QAT is exercised by the conformance kit (the example plugin's env);
     # folding it costs ~20 s per conversion, so this model has no batch norm
     model_case = case("conv_torch_add_relu_left")
     model = model_case.model().train()
     x = model_case.inputs(0)
-    quantizer = qcore.get_quantizer("onednn", is_qat=True)
-    prepared = prepare_qat_pt2e(torch.export.export(model, x).module(), quantizer)
-    fake_quants = [m for m in prepared.modules() if "FakeQuantize" in type(m).__name__]
-    assert len(fake_quants) >= 5  # input, two weights, the other conv's output, the sum
-    for batch in model_case.calibration_batches():
-        prepared(*batch)
-    move_exported_model_to_eval(prepared)
-    converted = convert_pt2e(prepared)
+    with targeting(target):
+        quantizer = qcore.get_quantizer("onednn", is_qat=True)
+        prepared = prepare_qat_pt2e(torch.export.export(model, x).module(), quantizer)
+        fake_quants = [m for m in prepared.modules() if "FakeQuantize" in type(m).__name__]
+        assert len(fake_quants) >= 5  # input, two weights, the other conv's output, the sum
+        for batch in model_case.calibration_batches():
+            prepared(*batch)
+        move_exported_model_to_eval(prepared)
+        converted = convert_pt2e(prepared)
     kinds = quantized_kinds(converted)
     assert kinds["conv2d"] == 2 and kinds["add"] == 1  # conv → add → relu, and the other conv
     assert sqnr(model.eval()(*x), converted(*x)) >= 25
