@@ -17,3 +17,7 @@ class PluginConflictError(PluginError):
 
 class ForeignQcoreError(PluginError):
     """The importable ``qcore`` is the unrelated PyPI library of the same name."""
+
+
+class DistributedSyncError(RuntimeError):
+    """Ranks hold models whose observers differ; raised on every rank, naming the first."""
