@@ -14,7 +14,7 @@ instead of a silent per-rank value. Third parties add rows with :func:`register_
 
 from __future__ import annotations
 
-import importlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -94,16 +94,17 @@ _FAMILIES = {
 }
 _RULES: dict[type, SyncRule] = {}
 _BASES: list[type] = []
+_LOADED: set[str] = set()
 
 
 def _load_table() -> None:
-    if _BASES:
-        return
+    """Rows for each family already imported: a model can hold no observer of a family
+    nobody imported, so the sync never pays for importing torchao (about a second)."""
     for module_name, kind in _FAMILIES.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:  # torchao is optional for FX-only users
+        module = sys.modules.get(module_name)
+        if module is None or module_name in _LOADED:
             continue
+        _LOADED.add(module_name)
         _BASES.append(module.ObserverBase if kind == "observer" else module.FakeQuantizeBase)
         for class_name, rule in _ROWS.items():
             cls = getattr(module, class_name, None)
