@@ -7,6 +7,7 @@ shards is computed by each rank itself.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ import torch
 from distributed_flows import PTQ_CASES
 
 from qcore.metrics import sqnr
+from qcore.testing.fresh import run_fresh
+from qcore.testing.readme import python_blocks
 from qcore.testing.world import RankError, run_world
 
 QAT_STEPS = 3
@@ -112,3 +115,30 @@ def test_qat_under_ddp_keeps_qparams_identical_after_every_step(
         assert zero["unsynced"]["qparams"][step] != one["unsynced"]["qparams"][step], step
     assert zero["synced"]["digest"] == one["synced"]["digest"]
     assert zero["unsynced"]["digest"] != one["unsynced"]["digest"]
+
+
+def test_the_readme_example_runs_under_torchrun(tmp_path: Path) -> None:
+    """The root README's block, as written, on 2 ranks launched by torchrun: both convert
+    to the same model."""
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    block = next(b for b in python_blocks(readme) if "qcore.distributed.calibrate(" in b.code)
+    script = tmp_path / "calibrate.py"
+    script.write_text(block.code + _WRITE_DIGEST.format(out=repr(str(tmp_path))))
+    outcome = run_fresh(
+        "import sys; from torch.distributed.run import main; main(sys.argv[1:])",
+        args=["--standalone", "--nproc-per-node", "2", str(script)],
+        threads=1,
+        timeout=300,
+    )
+    assert outcome.ok, outcome.describe()
+    digests = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
+    assert digests[0] == digests[1] and len(digests[0]) == 64
+
+
+_WRITE_DIGEST = """
+import hashlib, pathlib
+with torch.no_grad():
+    probe = converted(torch.linspace(-4, 4, 4 * 3 * 16 * 16).reshape(4, 3, 16, 16))
+digest = hashlib.sha256(repr(probe.flatten().tolist()).encode()).hexdigest()
+pathlib.Path({out}, f"rank{{dist.get_rank()}}.txt").write_text(digest)
+"""
