@@ -145,13 +145,27 @@ def errors(rank: int, world: int) -> dict[str, str]:
         "extra_observer": _model(extra=rank == 1),
         "other_width": _model(width=6 if rank == 0 else 7),
     }
+    unknown = _model()
+    if rank == 1:
+        unknown.add_module("z", Unregistered(torch.quint8))
+    cases["unknown_on_one_rank"] = unknown
     for case, model in cases.items():
         try:
             qcore.distributed.sync_observers(model)
             found[case] = "no error"
-        except DistributedSyncError as error:
-            found[case] = str(error)
+        except (DistributedSyncError, TypeError) as error:
+            found[case] = f"{type(error).__name__}: {error}"
     return found
+
+
+class Unregistered(pt2e_obs.ObserverBase):  # type: ignore[misc]
+    """An observer class no sync rule describes."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+    def calculate_qparams(self) -> None:
+        return None
 
 
 def idle_rank(rank: int, world: int) -> dict[str, Any]:

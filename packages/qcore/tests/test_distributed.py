@@ -92,7 +92,14 @@ def test_moving_averages_synced_each_step_equal_one_process_on_the_global_batch(
 def test_models_that_differ_name_the_observer_on_every_rank(
     ranks: list[dict[str, Any]],
 ) -> None:
-    for found in _both(ranks, "errors"):
+    zero, one = _both(ranks, "errors")
+    # the rank that cannot describe its model says why; the other names that rank
+    assert one["unknown_on_one_rank"].startswith("TypeError: qcore.distributed: no sync rule")
+    assert zero["unknown_on_one_rank"].startswith(
+        "DistributedSyncError: qcore.distributed.sync_observers: rank 1: qcore.distributed: "
+        "no sync rule for observer 'z'"
+    )
+    for found in (zero, one):
         assert "rank 1 has observer 'c'" in found["extra_observer"]
         assert "observer 'b'" in found["other_width"]
         assert "rank 0: [6], rank 1: [7]" in found["other_width"]

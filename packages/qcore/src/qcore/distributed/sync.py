@@ -142,19 +142,28 @@ def _first_difference(all_lines: list[list[str]]) -> str:
     return "the same layout, yet different digests"
 
 
-def _check_layouts(layout: _Layout, group: ProcessGroup | None, world: int) -> tuple[
-    list[tuple[int, ...]], int
-]:
+def _check_layouts(
+    layout: _Layout, group: ProcessGroup | None, world: int, problem: TypeError | None
+) -> tuple[list[tuple[int, ...]], int]:
     """The agreed shape of every slot, and the collectives it took; raises on every rank
-    when the ranks' layouts differ."""
-    digest = _digest(layout).to(_device(layout))
+    when the ranks' layouts differ, or when one rank could not describe its model (its
+    ``problem``: the others would otherwise wait for it until the group times out)."""
+    digest = _digest(layout) if problem is None else torch.tensor([0, -1])
+    digest = digest.to(_device(layout))
     digests = [torch.empty_like(digest) for _ in range(world)]
     dist.all_gather(digests, digest, group=group)
-    if all(torch.equal(d, digests[0]) for d in digests):
+    trouble = any(int(d[1]) == -1 for d in digests)
+    if not trouble and all(torch.equal(d, digests[0]) for d in digests):
         return layout.shapes, 1
     # rare: some rank observed nothing yet (empty per-channel buffers) or the models differ
-    mine = (layout.lines, layout.recorder_lines, layout.shapes)
+    said = None if problem is None else str(problem)
+    mine = (layout.lines, layout.recorder_lines, layout.shapes, said)
     gathered = all_gather_objects(mine, group, world, _device(layout))
+    if problem is not None:
+        raise problem
+    for rank, item in enumerate(gathered):
+        if item[3] is not None:
+            raise DistributedSyncError(f"qcore.distributed.sync_observers: rank {rank}: {item[3]}")
     for part in (0, 1):  # observers first: the recorders follow from them
         all_lines = [list(item[part]) for item in gathered]
         if any(lines != all_lines[0] for lines in all_lines):
@@ -261,13 +270,17 @@ def sync_observers(model: nn.Module, group: ProcessGroup | None = None) -> SyncS
     on every rank when the ranks' models differ.
     """
     recorders = recorders_in(model)
-    layout = _layout(model, sorted(recorders))
-    if not (dist.is_available() and dist.is_initialized()):
+    alone = not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1
+    try:
+        layout, problem = _layout(model, sorted(recorders)), None
+    except TypeError as error:  # an observer without a rule: tell the other ranks first
+        if alone:
+            raise
+        layout, problem = _Layout(), error
+    if alone:
         return SyncSummary(1, len(layout.entries), len(recorders), 0)
     world = dist.get_world_size(group)
-    if world == 1:
-        return SyncSummary(1, len(layout.entries), len(recorders), 0)
-    shapes, collectives = _check_layouts(layout, group, world)
+    shapes, collectives = _check_layouts(layout, group, world, problem)
     with torch.no_grad():
         collectives += _reduce(layout, shapes, group)
         if recorders:
