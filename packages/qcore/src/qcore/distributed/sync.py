@@ -258,10 +258,10 @@ def _reduce_sums(
         _store(slot, reduced.reshape(shape))
 
 
-def sync_observers(model: nn.Module, group: ProcessGroup | None = None) -> SyncSummary:
-    """Reduce every observer's and fake quantize's statistics in ``model`` over ``group``.
+def sync_observers(prepared: nn.Module, group: ProcessGroup | None = None) -> SyncSummary:
+    """Reduce every observer's and fake quantize's statistics in ``prepared`` over ``group``.
 
-    ``model``: any prepared model (``qcore.fx.prepare``, ``prepare_fx``/``prepare_qat_fx``,
+    ``prepared``: any prepared model (``qcore.fx.prepare``, ``prepare_fx``/``prepare_qat_fx``,
     ``prepare_pt2e``/``prepare_qat_pt2e``), or a module holding one (DDP). Afterwards every
     rank holds the statistics one process would have computed over all ranks' data: exact
     for min/max (per-tensor, per-channel; moving averages when synced after every step),
@@ -269,10 +269,10 @@ def sync_observers(model: nn.Module, group: ProcessGroup | None = None) -> SyncS
     group it is a no-op (a world of one). Raises :class:`qcore.errors.DistributedSyncError`
     on every rank when the ranks' models differ.
     """
-    recorders = recorders_in(model)
+    recorders = recorders_in(prepared)
     alone = not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1
     try:
-        layout, problem = _layout(model, sorted(recorders)), None
+        layout, problem = _layout(prepared, sorted(recorders)), None
     except TypeError as error:  # an observer without a rule: tell the other ranks first
         if alone:
             raise
