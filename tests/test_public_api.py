@@ -10,6 +10,8 @@ from importlib import metadata
 
 import pytest
 
+from qcore.testing.fresh import run_fresh
+
 FIRST_PARTY = {
     ("backend", "onednn", "qbackend-onednn"),
     ("backend", "executorch", "qbackend-executorch"),
@@ -110,3 +112,26 @@ def test_show_onednn_prints_one_row_per_pattern() -> None:
     rows = [line for line in lines[2:] if not line[0].isspace()]  # continuations are indented
     assert len(rows) == expected
     assert any(line.startswith("ReLU(torch.add(") for line in rows)
+
+
+def test_distributed_names_are_the_designs_and_need_no_torchao() -> None:
+    """DESIGN's ``qcore.distributed.sync_observers(prepared, group=None)`` and
+    ``calibrate(prepared, batches, group=None)``, reached as attributes of ``qcore``, work
+    for an FX user without torchao (blocked here), in a world of one."""
+    source = """
+import inspect, sys
+sys.modules["torchao"] = None  # as if not installed
+import torch, qcore
+sync, calibrate = qcore.distributed.sync_observers, qcore.distributed.calibrate
+assert list(inspect.signature(sync).parameters) == ["prepared", "group"]
+assert list(inspect.signature(calibrate).parameters)[:3] == ["prepared", "batches", "group"]
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+prepared = qcore.fx.prepare(model, "onednn", torch.randn(1, 3, 8, 8))
+summary = calibrate(prepared, [torch.randn(1, 3, 8, 8)], progress=False)
+import qcore.testing.fresh as fresh
+fresh.emit([summary.world_size, summary.observers, "torchao" in str(sys.modules.get("torchao"))])
+"""
+    outcome = run_fresh(source, timeout=120)
+    assert outcome.ok, outcome.describe()
+    world, observers, _ = outcome.result()
+    assert world == 1 and observers >= 2

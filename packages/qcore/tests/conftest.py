@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from qcore.testing.fakes import FakeDist, fake_distributions
+
+# helper modules next to the tests (sync_scenarios: what spawned ranks import)
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ __all__ = [
 #: ``qcore.host.target()``), by the module each name stands for; each imports torch or
 #: reads the CPU, so none is imported until used.
 _LAZY_SUBMODULES = {
+    "distributed": "qcore.distributed",
     "fx": "qcore.fx",
     "metrics": "qcore.metrics",
     "testing": "qcore.testing",

@@ -6,6 +6,7 @@ places that depend on upstream internals stay easy to audit when torch or torcha
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -106,10 +107,14 @@ def on_graph_module_deepcopy(gm: GraphModule, hook: Callable[[GraphModule], obje
 def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:
     """The class and keywords of an observer constructor made by ``with_args`` (torch's
     ``_PartialWrapper`` keeps them in its ``p`` partial); a plain class has none."""
-    partial = getattr(ctr, "p", None)
-    if partial is None:
-        return ctr, {}
-    return partial.func, dict(partial.keywords or {})
+    func: Any = ctr
+    keywords: dict[str, Any] = {}
+    # with_args on a with_args constructor nests them (qcore's safe-range QAT weights do);
+    # the outer keywords win, as they do when the constructor runs
+    while isinstance(getattr(func, "p", func), functools.partial):
+        partial = getattr(func, "p", func)
+        func, keywords = partial.func, {**dict(partial.keywords or {}), **keywords}
+    return func, keywords
 
 
 # end derived PT2E quantizers -----------------------------------------------------------

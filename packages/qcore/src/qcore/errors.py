@@ -19,6 +19,10 @@ class ForeignQcoreError(PluginError):
     """The importable ``qcore`` is the unrelated PyPI library of the same name."""
 
 
+class DistributedSyncError(RuntimeError):
+    """Ranks hold models whose observers differ; raised on every rank, naming the first."""
+
+
 class ExportError(RuntimeError):
     """``qcore.export`` could not export a model at the given shapes. The message names
     the module and line that stopped the trace and the fix; ``torch_error`` is what

@@ -49,7 +49,14 @@ from qcore.int8.fx_ranges import weighted_layers as find_weighted_layers
 from qcore.int8.saturation import RangeChoice
 from qcore.int8.weight_ranges import applying
 
-__all__ = ["WEIGHT_RANGES_META", "convert", "prepare", "quantize", "weight_ranges"]
+__all__ = [
+    "WEIGHT_RANGES_META",
+    "convert",
+    "input_recorders",
+    "prepare",
+    "quantize",
+    "weight_ranges",
+]
 
 #: ``converted.meta[WEIGHT_RANGES_META]``: node name -> RangeChoice, per decided layer.
 WEIGHT_RANGES_META = "qcore_weight_ranges"
@@ -138,6 +145,17 @@ def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
             run_under_engine(converted, engine)
     converted.meta[WEIGHT_RANGES_META] = {name: c for name, (_, c) in choices.items()}
     return converted
+
+
+def input_recorders(model: nn.Module) -> dict[str, InputRecorder]:
+    """The calibration inputs recorded, per layer node, in the :func:`prepare`-d graph
+    ``model`` holds (or is); empty where no weight range waits for a choice."""
+    found: dict[str, InputRecorder] = {}
+    for module in model.modules():
+        state = _PREPARED.get(module) if isinstance(module, GraphModule) else None
+        if state is not None:
+            found.update(state.recorders)
+    return found
 
 
 def weight_ranges(converted: GraphModule) -> dict[str, RangeChoice]:

@@ -40,6 +40,7 @@ from qcore.int8.saturation import (
 __all__ = [
     "RangeRule",
     "TargetPerChannelWeightObserver",
+    "input_recorders",
     "link_weight_observers",
     "weight_observer_ctr",
 ]
@@ -228,6 +229,12 @@ def _in_channels(node: Node, geometry: Geometry) -> int | None:
     if value is None:
         return None
     return int(value.shape[1]) * geometry.groups
+
+
+def input_recorders(model: nn.Module) -> dict[str, InputRecorder]:
+    """The calibration inputs recorded in ``model``, by the path of the input observer
+    that records them."""
+    return {name: _RECORDERS[m] for name, m in model.named_modules() if m in _RECORDERS}
 
 
 def link_weight_observers(

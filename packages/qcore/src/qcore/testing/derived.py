@@ -168,11 +168,16 @@ def derived_decided_kinds(annotated: GraphModule) -> Counter[str]:
     return counts
 
 
-def _outputs(model: nn.Module, inputs: tuple[Any, ...]) -> torch.Tensor:
+def _outputs(model: nn.Module, batches: list[tuple[Any, ...]]) -> torch.Tensor:
+    """The model's (first) output on every batch, flattened into one tensor: an SQNR over
+    all of them is not decided by the few codes one small batch rounds the other way
+    (one ULP in a float conv, on another CPU, is enough for that)."""
+    outs = []
     with torch.no_grad():
-        out = model(*inputs)
-    result: torch.Tensor = out[0] if isinstance(out, tuple) else out
-    return result
+        for inputs in batches:
+            out = model(*inputs)
+            outs.append((out[0] if isinstance(out, tuple) else out).flatten())
+    return torch.cat(outs)
 
 
 def run_fx(model_case: ModelCase, backend: str) -> FlowResult:
@@ -187,8 +192,8 @@ def run_fx(model_case: ModelCase, backend: str) -> FlowResult:
     decided = fx_decided_kinds(prepared)
     with quantized_engine("onednn"):
         converted = qcore.fx.convert(prepared)
-        out = _outputs(converted, batches[0])
-    expected = _outputs(model, batches[0])
+        out = _outputs(converted, batches)
+    expected = _outputs(model, batches)
     return FlowResult(converted, out, sqnr(expected, out), decided)
 
 
@@ -206,6 +211,6 @@ def run_derived(model_case: ModelCase, backend: str, **options: Any) -> FlowResu
         for batch in batches:
             prepared(*batch)
     converted = convert_pt2e(prepared)
-    out = _outputs(converted, batches[0])
-    expected = _outputs(model, batches[0])
+    out = _outputs(converted, batches)
+    expected = _outputs(model, batches)
     return FlowResult(converted, out, sqnr(expected, out), decided)

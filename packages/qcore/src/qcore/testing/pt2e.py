@@ -30,6 +30,8 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, 
 from torchao.quantization.pt2e.quantizer import Quantizer, SharedQuantizationSpec
 from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
+from qcore._torch_private import annotation_is_claimed
+
 __all__ = [
     "Flags",
     "InputsBySeed",
@@ -102,7 +104,7 @@ def annotations_of(gm: GraphModule, flags: Flags | None = None) -> dict[str, Any
         ann = node.meta.get(Q_ANNOTATION_KEY)
         if ann is None:
             continue
-        entry: dict[str, Any] = {"annotated": bool(ann._annotated)}
+        entry: dict[str, Any] = {"annotated": annotation_is_claimed(ann)}
         if ann.input_qspec_map:
             entry["inputs"] = {
                 n.name: spec_text(q) for n, q in ann.input_qspec_map.items() if isinstance(n, Node)
