@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 import qcore.distributed
 import qcore.fx
+from qcore.testing.architectures import EncoderBlock
 from qcore.testing.world import RankError, run_world
 
 
@@ -48,27 +49,10 @@ class ResNetStyle(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
 
 
-class EncoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.ReLU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: Tensor) -> Tensor:
-        batch, tokens, dim = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(batch, tokens, 3, self.heads, dim // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        attention = torch.softmax(q @ k.transpose(-2, -1), -1)
-        x = x + self.proj((attention @ v).transpose(1, 2).reshape(batch, tokens, dim))
-        return x + self.mlp(self.norm2(x))
-
-
 MODELS = {
     "resnet-style CNN": (ResNetStyle, (16, 3, 32, 32)),
-    "transformer encoder": (lambda: nn.Sequential(*(EncoderLayer(128, 4) for _ in range(4))),
-                            (16, 64, 128)),
+    "transformer encoder": (lambda: nn.Sequential(*(EncoderBlock(128, 4, 64, 512)
+                                                    for _ in range(4))), (16, 64, 128)),
 }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ import qcore
 import qcore.distributed
 import qcore.fx
 from qcore.int8.host import set_target
+from qcore.testing.architectures import EncoderBlock
 
 BATCHES = 3
 
@@ -64,33 +65,10 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).mean((2, 3)))
 
 
-class Encoder(nn.Module):
-    """One pre-norm transformer encoder layer: attention and MLP, each with a residual add."""
-
-    def __init__(self, dim: int = 32, heads: int = 4) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(), nn.Linear(2 * dim, dim))
-        with torch.no_grad():
-            self.qkv.weight[:dim] *= (dim // heads) ** -0.5
-            self.qkv.bias[:dim] *= (dim // heads) ** -0.5
-
-    def forward(self, x: Tensor) -> Tensor:
-        batch, tokens, dim = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(batch, tokens, 3, self.heads, dim // self.heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        # the 1/sqrt(head dim) scale lives in qkv's weights: FX would observe a float factor
-        attention = torch.softmax(q @ k.transpose(-2, -1), -1)
-        x = x + self.proj((attention @ v).transpose(1, 2).reshape(batch, tokens, dim))
-        return x + self.mlp(self.norm2(x))
-
-
 MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "cnn": (SmallResNet, (4, 3, 12, 12)),
     "qat_cnn": (SmallCNN, (4, 3, 12, 12)),
-    "encoder": (Encoder, (4, 10, 32)),
+    "encoder": (lambda: EncoderBlock(dim=32, heads=4, tokens=10, mlp=64), (4, 10, 32)),
 }
 
 
@@ -294,7 +272,7 @@ def mismatched(rank: int, world: int) -> str:
     set_target("avx2")  # where qcore also records calibration inputs
     flow = Flow("fx-onednn", "encoder")
     if rank == 1:
-        flow.float_model.mlp.append(nn.Linear(32, 32))
+        flow.float_model.mlp.append(nn.Linear(32, 32))  # EncoderBlock.mlp: a Sequential
     prepared = flow.prepare("histogram")
     try:
         qcore.distributed.calibrate(prepared, batches("encoder", rank), progress=False)

@@ -1134,8 +1134,9 @@ class _GlobalAttention(nn.Module):
         return out
 
 
-class _EncoderBlock(nn.Module):
-    """Pre-norm ViT encoder block: x + attn(LN(x)), then x + MLP(LN(x))."""
+class EncoderBlock(nn.Module):
+    """Pre-norm ViT encoder block: x + attn(LN(x)), then x + MLP(LN(x)). Public: a
+    transformer encoder layer for tests and benchmarks (FX-traceable and exportable)."""
 
     def __init__(self, dim: int, heads: int, tokens: int, mlp: int) -> None:
         super().__init__()
@@ -1181,7 +1182,7 @@ class ViT(nn.Module):
         self.class_token = nn.Parameter(torch.randn(1, 1, dim))
         self.pos_embedding = nn.Parameter(torch.empty(1, tokens, dim).normal_(std=0.02))
         self.encoder = nn.Sequential(
-            *(_EncoderBlock(dim, heads, tokens, mlp) for _ in range(depth))
+            *(EncoderBlock(dim, heads, tokens, mlp) for _ in range(depth))
         )
         self.ln = nn.LayerNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, classes)
@@ -1189,7 +1190,7 @@ class ViT(nn.Module):
         nn.init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
         _zero_bias(self.conv_proj)
         for block in self.encoder:
-            assert isinstance(block, _EncoderBlock)
+            assert isinstance(block, EncoderBlock)
             for m in block.mlp:
                 if isinstance(m, nn.Linear):
                     nn.init.xavier_uniform_(m.weight)
