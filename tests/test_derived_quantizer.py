@@ -89,8 +89,12 @@ def _without_folded_batch_norms(
 
 
 #: Where the derived flow falls short of the issue's bars, measured over all calibration
-#: batches (not rounding noise: these numbers are the same on AVX2 and VNNI hosts). They
-#: are open work on issue 17; until then they must stay within these looser bounds.
+#: batches (the same on AVX2 and VNNI hosts). For share_qparams the two flows choose the
+#: same qparams at every node, and the activations agree exactly up to an average pool,
+#: whose means of codes land on rounding ties: FX's ``torch.quantize_per_tensor`` divides
+#: by the scale, PT2E's decomposed op multiplies by its inverse, so 11 % of the ties round
+#: the other way and the step compounds. A representation difference, not a decision;
+#: these looser bounds hold it in place.
 KNOWN_GAPS: dict[tuple[str, str], tuple[float, float]] = {
     # (dB below FX's SQNR at most, agreement with FX in dB at least)
     ("share_qparams", "executorch"): (1.5, 30.0),  # derived 35.2 dB, FX 36.4 dB
