@@ -137,6 +137,13 @@ def assert_readme_runs(path: Path, *, timeout: float = 600) -> int:
     """Run the Python blocks of ``path`` in a fresh interpreter, in a temporary folder;
     raise ``AssertionError`` with the traceback if one fails, if none would run, or if a
     block is skipped without a reason. Return how many ran."""
+    readme_output(path, timeout=timeout)
+    return len(python_blocks(Path(path).resolve()))
+
+
+def readme_output(path: Path, *, timeout: float = 600) -> str:
+    """What the Python blocks of ``path`` print, run as :func:`assert_readme_runs` runs
+    them (and failing as it fails): for guides whose test checks what the reader sees."""
     path = Path(path).resolve()
     unexplained = unexplained_skips(path)
     if unexplained:
@@ -144,8 +151,7 @@ def assert_readme_runs(path: Path, *, timeout: float = 600) -> int:
             f"Python blocks marked not-run without a reason ('<!-- not-run: why -->'): "
             f"{', '.join(unexplained)}"
         )
-    count = len(python_blocks(path))
-    if count == 0:
+    if not python_blocks(path):
         raise AssertionError(f"{path}: no Python block to run (all absent or marked not-run)")
     with tempfile.TemporaryDirectory(prefix="qcore-readme-") as folder:
         result = subprocess.run(
@@ -161,7 +167,7 @@ def assert_readme_runs(path: Path, *, timeout: float = 600) -> int:
             f"{path}: a Python block failed (exit {result.returncode}):\n"
             f"{result.stdout}{result.stderr}"
         )
-    return count
+    return result.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
