@@ -65,9 +65,9 @@ def test_cli_list_prints_every_first_party_plugin() -> None:
     assert "Failed to load" not in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("dist", ["qcore", "qbackend-onednn", "qbackend-executorch"])
+@pytest.mark.parametrize("dist", ["qcore-torch", "qbackend-onednn", "qbackend-executorch"])
 def test_fx_packages_do_not_require_torchao(dist: str) -> None:
-    """A plain install stays lean; an extra (``qcore[demo]``) may bring torchao."""
+    """A plain install stays lean; an extra (``qcore-torch[pt2e]``) brings torchao."""
     requirements = metadata.requires(dist) or []
     assert requirements, f"{dist} declares no requirements at all"
     plain = [r for r in requirements if "extra ==" not in r]

@@ -175,10 +175,19 @@ def test_disabling_another_kind_leaves_the_backend_alone(
 def test_foreign_qcore_distribution_is_named(two_backends: FakeDist) -> None:
     # The unrelated PyPI "qcore": same distribution name, none of our marker entry points.
     two_backends("qcore")
-    with pytest.raises(ForeignQcoreError, match=r"unrelated PyPI library.*packages/qcore"):
+    with pytest.raises(
+        ForeignQcoreError,
+        match=r"unrelated PyPI library.*pip uninstall qcore && pip install --force-reinstall qcore-torch",
+    ):
         qcore.get_backend_config("tiny")
     row = next(p for p in qcore.list_plugins() if p.name == "tiny")
     assert row.status == "error" and "unrelated" in row.reason
+
+
+def test_our_own_install_under_the_old_name_is_not_foreign(two_backends: FakeDist) -> None:
+    # Before the rename to qcore-torch, ours published as "qcore" with the marker entry point.
+    two_backends("qcore", {"qcore.core": {"plugin_api": "qcore.plugin_api:PLUGIN_API_VERSION"}})
+    assert len(qcore.get_backend_config("tiny").configs) == 1
 
 
 EXTENSION = """

@@ -14,6 +14,7 @@ from pathlib import Path
 from qcore import cli_errors
 from qcore.derived.names import derived_names, derived_rows
 from qcore.errors import PluginError, PluginNotFoundError
+from qcore.plugin_api import CORE_DISTRIBUTION
 from qcore.plugins import REGISTRY, foreign_qcore_reason
 from qcore.tables import terminal_width
 
@@ -156,7 +157,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         from qcore.demo import run_demo
     except ImportError as exc:  # the extra's packages are missing
         raise PluginError(
-            f"qcore demo needs the demo extra ({exc.name} is missing): pip install 'qcore[demo]'"
+            f"qcore demo needs the demo extra ({exc.name} is missing): "
+            f"pip install '{CORE_DISTRIBUTION}[demo]'"
         ) from exc
     return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
 

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 #: Bumped when a descriptor's fields or a factory's signature change incompatibly.
 PLUGIN_API_VERSION = 1
 
+#: The name qcore publishes under. ``qcore`` on the public index is an unrelated library
+#: with the same import name, so plugins require this name, never ``qcore``.
+CORE_DISTRIBUTION = "qcore-torch"
+#: The extra that brings torchao, which the PT2E API (quantizers, derived quantizers) needs.
+PT2E_EXTRA = "pt2e"
+
 #: Entry-point groups, one per descriptor kind.
 GROUPS: dict[str, str] = {
     "backend": "qcore.backends",
