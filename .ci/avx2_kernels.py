@@ -3,10 +3,10 @@
 On a VNNI or AMX machine, ``ONEDNN_MAX_CPU_ISA=AVX2`` (set by tox) makes oneDNN run its
 saturating AVX2 int8 kernels, which no target override can (``qcore.host`` reads the same
 cap). On a machine without VNNI the package envs already ran these exact tests on those
-kernels, so running them again would only repeat them: the env says so and passes. The
-packages are installed here, only when the tests run, so that such a machine does not pay
-for installing torch into an env it does not use. The CPU is read from ``/proc/cpuinfo``
-(the kernels' own view, whatever oneDNN is capped to).
+kernels, so running them again would only repeat them: every one of them is reported as
+skipped, with that reason, in the env's report (never a silent pass). The wheels of
+``QPACKAGES`` (tox.ini) are installed here, by ``wheels.py``; ``QTESTS`` lists the tests. The CPU is read from
+``/proc/cpuinfo`` (the kernels' own view, whatever oneDNN is capped to).
 
     python .ci/avx2_kernels.py [PYTEST ARGS ...]
 """
@@ -18,24 +18,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["packages/qcore", "packages/qbackend-onednn", "packages/qquantizer-xnnpack",
-            "packages/qinductor-x86"]  # fmt: skip
+import repo
+import wheels
 
-TESTS = [
-    "packages/qcore/tests/test_saturation.py",
-    "packages/qcore/tests/test_pt2e_ranges.py",
-    "packages/qbackend-onednn/tests/test_host_numerics.py",
-    "packages/qbackend-onednn/tests/test_fx_native.py",
-    "packages/qinductor-x86/tests/test_lowering_models.py",
-    "packages/qinductor-x86/tests/test_lowering_saturation.py",
-    "packages/qinductor-x86/tests/test_builtin_lowering.py",
-    "packages/qinductor-x86/tests/test_transposed_weights.py",
-    "tests/test_transformers_compiled.py",
-]
-#: What the tests above need besides the packages (versions from constraints.txt).
-EXTRA = ["transformers"]
+HERE = Path(__file__).resolve().parent
 
+#: The reason every test gets on a CPU without VNNI (``skip_all.py`` reads it).
+SKIP_REASON_ENV = "QCORE_SKIP_ALL_REASON"
+NO_VNNI = (
+    "this CPU has no VNNI: the package envs already ran this test on oneDNN's saturating "
+    "AVX2 kernels"
+)
 
 def cpu_has_exact_int8() -> bool:
     """VNNI or AMX on this CPU (Linux's flags; elsewhere, assume so and run the tests)."""
@@ -47,14 +40,15 @@ def cpu_has_exact_int8() -> bool:
 
 
 def main(args: list[str]) -> int:
+    wheels.install(os.environ["QPACKAGES"].split())
+    env = dict(os.environ)
     if not cpu_has_exact_int8():
-        print("avx2-kernels: this CPU has no VNNI, so the package envs already ran these tests "
-              "on oneDNN's saturating AVX2 kernels; not repeating them")
-        return 0
-    editable = [arg for package in PACKAGES for arg in ("-e", str(ROOT / package))]
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *editable, *EXTRA], check=True)
-    os.chdir(ROOT)
-    return subprocess.run([sys.executable, "-m", "pytest", *args, *TESTS], check=False).returncode
+        print(f"avx2-kernels: {NO_VNNI}; reporting each one as skipped")
+        env[SKIP_REASON_ENV] = NO_VNNI
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        args = ["-p", "skip_all", *args]
+    command = [sys.executable, "-m", "pytest", *args, *os.environ["QTESTS"].split()]
+    return subprocess.run(command, cwd=repo.ROOT, env=env, check=False).returncode
 
 
 if __name__ == "__main__":

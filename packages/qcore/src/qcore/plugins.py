@@ -14,12 +14,9 @@ from importlib import metadata
 from typing import Any
 
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
-from qcore.plugin_api import CORE_DISTRIBUTION, DESCRIPTOR_TYPES, GROUPS, PLUGIN_API_VERSION
+from qcore.plugin_api import DESCRIPTOR_TYPES, GROUPS, PLUGIN_API_VERSION, foreign_qcore_reason
 
 DISABLE_ENV = "QCORE_DISABLE_PLUGINS"
-_CORE_MARKER_GROUP = "qcore.core"
-#: The unrelated library that holds the name ``qcore`` on the public index.
-_FOREIGN_DISTRIBUTION = "qcore"
 
 
 @dataclass(frozen=True)
@@ -64,30 +61,6 @@ def disabled_names() -> frozenset[str]:
     """Names (``name`` or ``kind:name``) listed in ``QCORE_DISABLE_PLUGINS``."""
     raw = os.environ.get(DISABLE_ENV, "")
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
-
-
-def foreign_qcore_reason() -> str | None:
-    """Why an installed ``qcore`` distribution endangers this one, or None when none is there.
-
-    The name ``qcore`` on the public index belongs to an unrelated library with the same
-    import name. Ours publishes as ``qcore-torch``; a ``qcore`` distribution carrying our
-    marker entry point is an install of ours from before the rename, anything else is
-    theirs. Both write ``site-packages/qcore/``, so whichever was installed last owns the
-    files, and a plugin resolved against theirs would fail with an opaque ImportError.
-    """
-    try:
-        dist = metadata.distribution(_FOREIGN_DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return None
-    if any(ep.group == _CORE_MARKER_GROUP for ep in dist.entry_points):
-        return None
-    location = getattr(dist, "_path", "?")
-    return (
-        f"the installed '{_FOREIGN_DISTRIBUTION}' distribution (version {dist.version}, "
-        f"{location}) is the unrelated PyPI library of the same import name, not "
-        f"{CORE_DISTRIBUTION}; both install into site-packages/qcore: "
-        f"pip uninstall {_FOREIGN_DISTRIBUTION} && pip install --force-reinstall {CORE_DISTRIBUTION}"
-    )
 
 
 class PluginRegistry:

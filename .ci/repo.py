@@ -1,0 +1,165 @@
+"""What the repository holds, read from its own files: the distributions (their
+``pyproject.toml``) and the tox envs (``tox.ini``). The CI scripts next to this one
+(wheels, workflow, affected) read these facts here instead of repeating them.
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where the distributions live: every folder here with a pyproject.toml is one.
+PACKAGE_FOLDERS = ("packages", "examples")
+#: Files every env depends on: a change to one of them runs every job.
+SHARED_FILES = (
+    "tox.ini", "constraints.txt", "pyproject.toml", "conftest.py", ".ci/**",
+    ".github/workflows/**",
+)  # fmt: skip
+_EXTRAS = re.compile(r"\[[^\]]*\]$")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One installable distribution of this repository."""
+
+    folder: str  # relative to the root, e.g. "packages/qcore"
+    name: str  # as published, e.g. "qcore-torch"
+    import_name: str
+    requires: frozenset[str]  # names of the first-party distributions it depends on
+
+
+@dataclass(frozen=True)
+class ToxEnv:
+    """One tox env: what it installs from this repository and which files it reads.
+
+    Both come from its ``set_env``: ``QPACKAGES`` (folders, with extras, whose wheels
+    ``.ci/wheels.py`` installs), ``QTESTS`` (what pytest runs) and ``QREADS`` (other files
+    its tests read, such as the docs they run); scripts are the ``{toxinidir}/.ci/...``
+    files its commands name. An env that installs no wheel (type, lint, dist) reads every
+    distribution.
+    """
+
+    name: str
+    installs: tuple[str, ...]  # folders, e.g. "packages/qcore"
+    reads: tuple[str, ...]  # paths relative to the root
+    set_env: dict[str, str]
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", requirement, maxsplit=1)[0].lower()
+
+
+@cache
+def distributions() -> dict[str, Distribution]:
+    """Every distribution of the repository, by folder."""
+    found: dict[str, tuple[str, str, list[str]]] = {}
+    for group in PACKAGE_FOLDERS:
+        for pyproject in sorted((ROOT / group).glob("*/pyproject.toml")):
+            data = tomllib.loads(pyproject.read_text())
+            wheel_dirs = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+            folder = pyproject.parent.relative_to(ROOT).as_posix()
+            found[folder] = (
+                data["project"]["name"],
+                Path(wheel_dirs[0]).name,
+                [_requirement_name(r) for r in data["project"].get("dependencies", [])],
+            )
+    names = {name for name, _, _ in found.values()}
+    return {
+        folder: Distribution(folder, name, import_name, frozenset(set(reqs) & names))
+        for folder, (name, import_name, reqs) in found.items()
+    }
+
+
+def by_name() -> dict[str, Distribution]:
+    return {d.name: d for d in distributions().values()}
+
+
+def closure(folders: list[str]) -> set[str]:
+    """The folders of ``folders`` and of every first-party distribution they require."""
+    names = by_name()
+    todo = [distributions()[f] for f in folders]
+    seen: set[str] = set()
+    while todo:
+        dist = todo.pop()
+        if dist.folder not in seen:
+            seen.add(dist.folder)
+            todo += [names[n] for n in dist.requires]
+    return seen
+
+
+def strip_extras(spec: str) -> str:
+    """``packages/qcore[pt2e]`` -> ``packages/qcore``."""
+    return _EXTRAS.sub("", spec)
+
+
+def _tox() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(ROOT / "tox.ini")
+    return parser
+
+
+def env_names() -> list[str]:
+    """tox's env list, in its order."""
+    raw = _tox()["tox"]["env_list"]
+    return [name.strip() for name in re.split(r"[,\s]+", raw) if name.strip()]
+
+
+def _value(parser: configparser.ConfigParser, section: str, key: str) -> str:
+    """A key of an env section (else ``[testenv]``'s), ``{[section]key}`` expanded."""
+    if parser.has_option(section, key):
+        value = parser[section][key]
+    else:
+        value = parser["testenv"].get(key, "")
+    return re.sub(r"\{\[([^\]]+)\](\w+)\}", lambda m: _value(parser, m[1], m[2]), value)
+
+
+def _set_env(text: str) -> dict[str, str]:
+    text = re.sub(r"\\\s*\n\s*", " ", text)  # tox's line continuation
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs if not k.strip().startswith("#")}
+
+
+@cache
+def tox_envs() -> dict[str, ToxEnv]:
+    """Every env of tox's env list, in its order."""
+    parser = _tox()
+    envs: dict[str, ToxEnv] = {}
+    for name in env_names():
+        section = f"testenv:{name}"
+        set_env = _set_env(_value(parser, section, "set_env"))
+        commands = _value(parser, section, "commands_pre") + _value(parser, section, "commands")
+        tests = set_env.get("QTESTS", "").split()
+        scripts = re.findall(r"\{toxinidir\}/(\.ci/[\w.-]+)", commands)
+        envs[name] = ToxEnv(
+            name=name,
+            installs=tuple(strip_extras(s) for s in set_env.get("QPACKAGES", "").split()),
+            reads=tuple(dict.fromkeys([*tests, *set_env.get("QREADS", "").split(), *scripts])),
+            set_env=set_env,
+        )
+    return envs
+
+
+def affected(changed: list[str]) -> list[str]:
+    """The envs that a change of ``changed`` (paths relative to the root) must run, in
+    tox's order: an env runs when a file it installs (a distribution it needs, directly
+    or through a dependency), reads or shares with every env changed."""
+    envs = tox_envs()
+    result = []
+    for env in envs.values():
+        folders = closure(list(env.installs)) if env.installs else set(distributions())
+        watched = [*folders, *env.reads]
+        if any(_matches(path, watched) for path in changed):
+            result.append(env.name)
+    return result
+
+
+def _matches(path: str, watched: list[str]) -> bool:
+    if any(fnmatch.fnmatch(path, pattern) for pattern in SHARED_FILES):
+        return True
+    return any(path == w or path.startswith(w.rstrip("/") + "/") for w in watched)

@@ -1,0 +1,60 @@
+"""Every test session: when ``QCORE_TEST_INSTALLED=wheel`` (tox's package envs), the
+first-party packages a session imports must come from installed wheels, never from this
+source tree or an editable install, so that a package's tests check what users install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _load_ci_repo() -> ModuleType:
+    """``.ci/repo.py`` (the distributions, read from their pyprojects), by path, so that
+    no CI script lands on every test's ``sys.path``."""
+    spec = importlib.util.spec_from_file_location("qcore_ci_repo", ROOT / ".ci" / "repo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+repo = _load_ci_repo()
+
+
+def _not_from_a_wheel(import_name: str, distribution: str) -> str | None:
+    spec = importlib.util.find_spec(import_name)
+    if spec is None or spec.origin is None:
+        return None  # not installed in this env: its tests are not collected here
+    origin = Path(spec.origin).resolve()
+    if any(origin.is_relative_to(ROOT / folder) for folder in repo.PACKAGE_FOLDERS):
+        return f"{import_name} is imported from the source tree ({origin})"
+    try:
+        direct = metadata.distribution(distribution).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return f"{import_name} ({origin}) belongs to no installed {distribution} distribution"
+    if direct and json.loads(direct).get("dir_info", {}).get("editable"):
+        return f"{distribution} is an editable install"
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("QCORE_TEST_INSTALLED") != "wheel":
+        return
+    dists = repo.distributions().values()
+    problems = [p for d in dists if (p := _not_from_a_wheel(d.import_name, d.name))]
+    if problems:
+        raise pytest.UsageError(
+            "QCORE_TEST_INSTALLED=wheel, but " + "; ".join(problems)
+            + " (install with .ci/wheels.py)"
+        )

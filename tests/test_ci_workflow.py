@@ -1,0 +1,99 @@
+"""The hosted workflow (.github/workflows/ci.yml) against tox.ini: a job per env, each
+running that env and only when a file it depends on changed; and .ci/affected.py's
+path filter on changes whose envs are known by hand."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+ALL_ENVS = {"x86", "integration", "avx2-kernels", "xnnpack-reference", "x86-reference",
+            "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
+            "lint"}  # fmt: skip
+
+
+def tox_env_list(root: Path = ROOT) -> list[str]:
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(root / "tox.ini")
+    return [e.strip() for e in parser["tox"]["env_list"].split(",")]
+
+
+def test_every_tox_env_has_a_job_that_runs_it_when_its_files_change() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    jobs = workflow["jobs"]
+    runs = {}
+    for job_id, job in jobs.items():
+        commands = [step.get("run", "") for step in job["steps"]]
+        tox = [c for c in commands if c.startswith("python -m tox run -e ")]
+        if tox:
+            (command,) = tox
+            runs[command.split()[-1]] = (job_id, job)
+    assert set(runs) == set(tox_env_list()) == ALL_ENVS
+    for env, (_, job) in runs.items():
+        assert job["needs"] == "changes"
+        assert job["if"] == f"contains(fromJSON(needs.changes.outputs.envs), '{env}')"
+        assert job["permissions"] == {"contents": "read"}
+    assert workflow["permissions"] == {}
+
+
+def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
+    for part in (".ci", ".github", "packages", "examples"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("tests*", "src"))
+    tox = (ROOT / "tox.ini").read_text().replace("env_list = ", "env_list = newenv, ", 1)
+    (tmp_path / "tox.ini").write_text(tox + "\n[testenv:newenv]\ncommands = python -V\n")
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / ".ci" / "workflow.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "tox env 'newenv' has no job" in done.stderr
+    unchanged = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "workflow.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert unchanged.returncode == 0, unchanged.stderr
+
+
+@pytest.mark.parametrize(
+    ("changed", "envs"),
+    [
+        # a plugin: its env, the envs that install it, and those that read every package
+        ("packages/qbackend-executorch/src/qbackend_executorch/config.py",
+         {"executorch", "integration", "demo", "dist", "type", "lint"}),
+        ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
+         {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
+          "integration", "demo", "dist", "type", "lint"}),
+        # the core every package requires, and a file every env shares: everything
+        ("packages/qcore/src/qcore/api.py", ALL_ENVS),
+        ("constraints.txt", ALL_ENVS),
+        # a guide the integration tests run as written
+        ("docs/huggingface.md", {"integration"}),
+        # a host-dependent test the avx2-kernels env runs again
+        ("tests/test_transformers_compiled.py", {"integration", "avx2-kernels"}),
+    ],
+)  # fmt: skip
+def test_a_change_runs_the_envs_that_depend_on_it(changed: str, envs: set[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "affected.py"), changed],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("envs=")
+    assert set(yaml.safe_load(line.removeprefix("envs="))) == envs
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text().splitlines()
+    (command,) = [line for line in readme if "tox run-parallel" in line]
+    run = (ROOT / ".ci" / "run").read_text()
+    assert f"{command} 2>&1 | tee .tox/ci-tox.log" in run
+    assert "-c constraints.txt tox tox-uv" in command  # the tools at the versions CI pins
