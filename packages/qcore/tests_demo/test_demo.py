@@ -91,3 +91,17 @@ def test_a_second_run_uses_the_cached_model(
     again = _demo(tmp)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "loaded from cache" in again.stdout
+
+
+def test_every_chart_format_the_command_accepts_is_one_matplotlib_writes(tmp_path: Path) -> None:
+    """``qcore demo`` checks ``--plot``'s suffix before importing matplotlib; each suffix it
+    lets through must be one that ``savefig`` writes here."""
+    from matplotlib.figure import Figure
+
+    from qcore.cli_paths import PLOT_SUFFIXES
+
+    for suffix in PLOT_SUFFIXES:
+        figure = Figure(figsize=(1, 1))
+        figure.add_subplot().plot([0, 1])
+        figure.savefig(tmp_path / f"chart{suffix}")
+        assert (tmp_path / f"chart{suffix}").stat().st_size > 0, suffix

@@ -8,6 +8,7 @@ points, exactly as users load them.
 from __future__ import annotations
 
 from qcore.engine import quantized_engine
+from qcore.extras import require_pt2e
 from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult
 
@@ -21,6 +22,7 @@ def check_backend(name: str) -> list[CheckResult]:
 
 def check_quantizer(name: str) -> list[CheckResult]:
     """Every conformance check for PT2E quantizer ``name``."""
+    require_pt2e(f"qcore.testing.check_quantizer({name!r})")
     from qcore.testing.quantizer import check_quantizer as run
 
     return run(name)
