@@ -14,8 +14,8 @@ from pathlib import Path
 from qcore import cli_errors
 from qcore.derived.names import derived_names, derived_rows
 from qcore.errors import PluginError, PluginNotFoundError
-from qcore.plugin_api import CORE_DISTRIBUTION
-from qcore.plugins import REGISTRY, foreign_qcore_reason
+from qcore.plugin_api import CORE_DISTRIBUTION, foreign_qcore_reason
+from qcore.plugins import REGISTRY
 from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
