@@ -25,6 +25,7 @@ import qcore
 import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
 from qcore.derived.names import derived_rows
+from qcore.int8.host import targeting
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
@@ -51,6 +52,30 @@ class _ConvTranspose(nn.Module):
         return self.up(y)
 
 
+class _FunctionalConvs(nn.Module):
+    """``F.conv1d``, ``F.conv3d`` and ``F.conv_transpose2d`` called with keyword arguments,
+    each output reshaped into the next one's input. The reshape shares its input's
+    observer, so one observer sees the conv1d's output and the conv3d's input: equal
+    channels, other ranks (what the derived onednn quantizer crashed on for AVX2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+
+        def param(*shape: int, gain: float) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=gen) * gain)
+
+        self.w1, self.b1 = param(8, 3, 3, gain=0.3), param(8, gain=0.1)
+        self.w3, self.b3 = param(8, 8, 3, 3, 3, gain=0.1), param(8, gain=0.1)
+        self.wt, self.bt = param(8, 4, 3, 3, gain=0.2), param(4, gain=0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        y = F.relu(F.conv1d(x, self.w1, self.b1, stride=1, padding=1))
+        y = F.relu(F.conv3d(y.reshape(n, 8, 6, 3, 3), self.w3, self.b3, stride=1, padding=1))
+        return F.conv_transpose2d(y.reshape(n, 8, 6, 9), self.wt, self.bt, stride=2, padding=1)
+
+
 def _image(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
     return lambda: (torch.randn(2, 3, *shape),)
 
@@ -67,6 +92,14 @@ EXTRA = {
     **{n: architecture(n) for n in ("resnet50", "vit", "swin", "shufflenet_v2", "squeezenet")},
 }
 CASES = [c.name for c in all_cases()] + list(EXTRA)
+#: Functional convs written with keywords, run on both kinds of CPU: the derived onednn
+#: quantizer chooses weight ranges from calibration only for a target without VNNI.
+BOTH_TARGETS = {
+    "functional_convs": ModelCase("functional_convs", _FunctionalConvs, lambda: (
+        torch.randn(2, 3, 54),
+    )),
+    **{c.name: c for c in functional_keyword_cases()},
+}  # fmt: skip
 
 
 def _case(name: str) -> ModelCase:
@@ -105,8 +138,21 @@ KNOWN_GAPS: dict[tuple[str, str], tuple[float, float]] = {
 @pytest.mark.parametrize("backend", ["onednn", "executorch"])
 @pytest.mark.parametrize("name", CASES)
 def test_derived_flow_matches_fx(backend: str, name: str) -> None:
-    fx = run_fx(_case(name), backend)
-    derived = run_derived(_case(name), backend)
+    _assert_derived_matches_fx(_case(name), backend)
+
+
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+@pytest.mark.parametrize("backend", ["onednn", "executorch"])
+@pytest.mark.parametrize("name", list(BOTH_TARGETS))
+def test_functional_convs_match_fx_on_both_targets(name: str, backend: str, target: str) -> None:
+    with targeting(target):
+        _assert_derived_matches_fx(BOTH_TARGETS[name], backend)
+
+
+def _assert_derived_matches_fx(model_case: ModelCase, backend: str) -> None:
+    name = model_case.name
+    fx = run_fx(model_case, backend)
+    derived = run_derived(model_case, backend)
     below, agree = KNOWN_GAPS.get((name, backend), (1.0, 30.0))
     assert min(derived.sqnr, FLOAT) >= min(fx.sqnr, FLOAT) - below, (fx.sqnr, derived.sqnr)
     if fx.sqnr >= 30:
@@ -200,8 +246,6 @@ def test_qat_prepares_trains_and_converts(target: str) -> None:
     """Both targets: on a saturating one, onednn's weight fake-quant is a nested partial."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
-
-    from qcore.int8.host import targeting
 
     # conv-bn under QAT is exercised by the conformance kit (the example plugin's env);
     # folding it costs ~20 s per conversion, so this model has no batch norm
@@ -315,7 +359,6 @@ def test_cli_lists_shows_and_checks_derived_quantizers(capsys: pytest.CaptureFix
 def test_onednn_makes_fx_weight_range_choice_on_a_saturating_target() -> None:
     """On a CPU without VNNI (targeted here), the derived onednn quantizer chooses each
     layer's weight range from its calibration inputs, as qcore.fx does for FX."""
-    from qcore.int8.host import targeting
     from qcore.int8.pt2e_ranges import TargetPerChannelWeightObserver
 
     model_case = case("conv2d_relu")
