@@ -28,8 +28,14 @@ from qcore.extras import (
     require_extra,
     require_pt2e,
 )
-from qcore.plugin_api import CORE_DISTRIBUTION, GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
-from qcore.plugins import REGISTRY, foreign_qcore_reason
+from qcore.plugin_api import (
+    CORE_DISTRIBUTION,
+    GROUPS,
+    PLUGIN_API_VERSION,
+    PT2E_EXTRA,
+    foreign_qcore_reason,
+)
+from qcore.plugins import REGISTRY
 from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for

@@ -95,6 +95,11 @@ class BackendPlugin:
     #: The torch quantized engine whose kernels ``qcore.fx.convert`` packs weights for
     #: (``"onednn"``); None leaves torch's current engine.
     quantized_engine: str | None = None
+    #: Patterns (as ``qcore show`` and the conformance kit name them, e.g. ``"Embedding"``,
+    #: ``"ConvTranspose2d → BatchNorm2d"``) that the default ``qconfig_mapping`` leaves in
+    #: float on a model made of that pattern alone. The conformance kit fails a pattern
+    #: outside this list that stays float, and one inside it that gets quantized.
+    stays_float: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,9 @@ class BackendExtension:
     patterns: Callable[[], Sequence[BackendPatternConfig]] | FactoryRef
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
+    #: Which of these patterns the target's default mapping leaves in float
+    #: (see :attr:`BackendPlugin.stays_float`).
+    stays_float: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
