@@ -1,32 +1,26 @@
 """Quantize a few models, lower them with torch 2.13's built-in x86 Inductor passes
-(``freezing=True``, ``torch.compile``) and measure the result. Run in a fresh interpreter
-by ``test_builtin_lowering.py``: no other pass (torchao's, qinductor-x86's) may be
-registered, so the lowering is torch's own.
+(``freezing=True``, ``torch.compile``) and measure the result. Run for
+``test_builtin_lowering.py`` in the interpreter of mode ``builtins`` (``probe_modes.py``),
+before anything there installs a lowering of ours: no other pass (torchao's,
+qinductor-x86's) may be registered, so the lowering is torch's own.
 
 For each model: our quantizer built for a VNNI target and for this host's target, and
 torchao 0.18's quantizer (loaded without its pass registration) on the model or, when
 torchao cannot quantize it, on its one-module-per-call-site twin. For each: the oneDNN
 int8 kernels the generated code calls, the compiled output against the eager converted
 one, and SQNR against the float model.
-
-    python lower_builtin.py [MODEL ...]
 """
 
 from __future__ import annotations
 
-import sys
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torchao_reference
 from torch._inductor import config as inductor_config
 
 import qcore
-from qcore.testing.fresh import emit
 from qinductor_x86 import quantizer as ours
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
@@ -47,20 +41,16 @@ def lower(
     return measured
 
 
-def main(names: list[str]) -> None:
+def measure_all() -> dict[str, Any]:
+    """Every model (mode ``builtins``: torch's copy the only one registered)."""
     assert inductor_config.pre_grad_custom_pass is None, "a custom pre-grad pass is installed"
     ref = torchao_reference.load()
-    host = qcore.host.target()
-    results: dict[str, Any] = {"_host": {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}}
-    for name in names:
-        results[name] = {
+    return {
+        name: {
             "ours_vnni": lower(ours, name, qcore.host.targeting(VNNI)),
             # for torch's passes, which saturate where this package's lowering is exact
             "ours_host": lower(ours, name, nullcontext(), weight_rule="never_overflow"),
             "torchao": lower(ref, MODELS[name], nullcontext()),
         }
-    emit(results)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:] or list(MODELS))
+        for name in MODELS
+    }

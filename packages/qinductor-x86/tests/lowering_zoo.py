@@ -7,8 +7,10 @@ and the XNNPACK quantizer (signed int8 activations). References are the eager co
 model and the float model, never outputs of the lowering itself.
 
 Which x86 int8 passes exist is process-wide and permanent (torch registers its copy at
-the first compile, torchao at import), so the scripts of this folder that measure one
-lowering mode run in a fresh interpreter each (:func:`run_script`), and report with
+the first compile, torchao at import), so the measurements of this folder that need one
+lowering mode run in the fresh interpreter of that mode (``probe_modes.py``, one per mode
+and test session, through conftest.py's ``probes`` fixture), and the scripts that change
+what a process loads run in one of their own (:func:`run_script`); they report with
 ``qcore.testing.fresh.emit``. They run on one thread: oneDNN's int8 kernels for CPUs
 without VNNI give different results from run to run with two threads (seen with
 ``ONEDNN_MAX_CPU_ISA=AVX2`` on torch 2.13: the same ResNet compiled by torch's own passes
