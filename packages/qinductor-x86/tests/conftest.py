@@ -66,3 +66,41 @@ def probes(request: pytest.FixtureRequest) -> Iterator[Probes]:
     yield made
     made.close()
 
+
+#: One fresh interpreter that imports this package the ways users reach it, step by step,
+#: and names the Inductor hooks each step changed (``!=`` the value before the first):
+#: the package and its entry-point descriptors; then the quantizer through qcore (and
+#: which of torchao's x86 modules, which register passes, got imported); then the lowering.
+_IMPORT_CENSUS = """
+import sys
+import torch._inductor.config as c
+hooks = ("pre_grad_custom_pass", "joint_custom_pre_pass", "joint_custom_post_pass",
+         "post_grad_custom_pre_pass", "post_grad_custom_post_pass")
+before = [getattr(c, n) for n in hooks]
+def changed():
+    return [n for n, b in zip(hooks, before) if getattr(c, n) != b]
+import qinductor_x86, qinductor_x86.plugin
+package = changed()
+import qcore
+quantizer = qcore.get_quantizer("x86")
+after_quantizer = changed()
+torchaos = [m for m in sys.modules if m.startswith((
+    "torchao.quantization.pt2e.quantizer.x86_inductor_quantizer",
+    "torchao.quantization.pt2e.inductor_passes.x86"))]
+import qinductor_x86.lowering
+lowering = qcore.get_lowering("x86")
+import qcore.testing.fresh as f
+f.emit({"package": package, "quantizer": after_quantizer, "quantizer_type": type(quantizer).__name__,
+        "torchao_x86_modules": torchaos, "lowering": changed()})
+"""
+
+
+@pytest.fixture(scope="session")
+def import_census() -> dict[str, Any]:
+    """What importing this package changes in Inductor, step by step (see above)."""
+    from qcore.testing.fresh import run_fresh
+
+    outcome = run_fresh(_IMPORT_CENSUS)
+    assert outcome.ok, outcome.describe()
+    result: dict[str, Any] = outcome.result()
+    return result
