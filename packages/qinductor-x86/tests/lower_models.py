@@ -63,4 +63,6 @@ def torchao() -> dict[str, Any]:
     import torchao_reference
 
     module = torchao_reference.load_with_side_effects()  # (imported by the mode's set-up)
-    return {name: measure(twin, pm.quantizer_for(module, "static")) for name, twin in MODELS.items()}
+    return {
+        name: measure(twin, pm.quantizer_for(module, "static")) for name, twin in MODELS.items()
+    }

@@ -165,7 +165,9 @@ def test_mixing_qat_and_ptq_configs_warns_and_keeps_the_first() -> None:
     assert q.get_global_quantization_config() is ptq
 
 
-def test_importing_the_quantizer_registers_no_inductor_pass(import_census: dict[str, object]) -> None:
+def test_importing_the_quantizer_registers_no_inductor_pass(
+    import_census: dict[str, object],
+) -> None:
     """Unlike torchao's x86 quantizer module, which installs its Inductor passes: in a fresh
     interpreter, ``qcore.get_quantizer("x86")`` changes no Inductor hook and imports none
     of torchao's x86 modules (conftest.py's census)."""

@@ -35,9 +35,7 @@ def vnni_target() -> Iterator[None]:
         yield
 
 
-@pytest.mark.parametrize(
-    ("model", "config"), [case for case in CASES if case not in OUTPUT_CASES]
-)
+@pytest.mark.parametrize(("model", "config"), [case for case in CASES if case not in OUTPUT_CASES])
 def test_annotations_identical(model: str, config: str) -> None:
     """(The cases whose outputs are compared too compare their annotations below, recorded
     in the same prepare.)"""
