@@ -17,6 +17,7 @@ import torchao_reference
 from torch import nn
 
 import qcore
+from qcore.testing import pt2e
 from qcore.testing.pt2e import quantizing
 from qinductor_x86 import quantizer as ours
 
@@ -117,10 +118,12 @@ SCOPES: dict[str, tuple[str, Scope]] = {
 
 
 def _scoped(module: Any, model: str, scope: Scope) -> tuple[dict[str, Any], torch.Tensor]:
-    """(annotations that quantize something, converted output)."""
-    annotated = pm.recorded(scope(module, module.X86InductorQuantizer()), model)
-    out, _ = pm.quantize(scope(module, module.X86InductorQuantizer()), model)
-    return quantizing(annotated), out
+    """(annotations that quantize something, converted output), the annotations recorded
+    inside the prepare of that flow (as ``parity_models.recorded`` records them)."""
+    recording = pt2e.Recording(scope(module, module.X86InductorQuantizer()), pm.FLAGS)
+    out, _ = pm.quantize(recording, model)
+    assert recording.seen is not None, "prepare never called annotate"
+    return quantizing(recording.seen), out
 
 
 @pytest.mark.parametrize("name", SCOPES)
