@@ -16,7 +16,9 @@ class Probes:
     """The fresh interpreters of ``probe_modes.py``, one per lowering mode, each running the
     parts of its mode that the collected tests name (``PROBED = ((mode, part), ...)`` at
     module level). All of them start at the first request, two at a time (two side by
-    side, as two lowerings' sides always ran); each test waits for the mode it reads."""
+    side, as two lowerings' sides always ran): the standalone one first, as it compiles the
+    most, then the others in the order the tests first read them; each test waits for the
+    mode it reads."""
 
     def __init__(self, wanted: dict[str, list[str]]) -> None:
         self.wanted = wanted
@@ -27,8 +29,7 @@ class Probes:
         import lowering_zoo as zoo
 
         self._pool = ThreadPoolExecutor(2)
-        # the longest first: the standalone interpreter compiles the most
-        for mode in sorted(self.wanted, key=("standalone", "reference", "builtins").index):
+        for mode in sorted(self.wanted, key=lambda mode: mode != "standalone"):
             self._runs[mode] = self._pool.submit(
                 zoo.run_script, "probe_modes.py", mode, *self.wanted[mode]
             )
