@@ -12,6 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+#: Seconds a mode's interpreter may take: it compiles what several scripts of 900 s each
+#: compiled (the standalone one ~50 graphs), on a slow host next to another tox env.
+TIMEOUT = 3600.0
+
+
 class Probes:
     """The fresh interpreters of ``probe_modes.py``, one per lowering mode, each running the
     parts of its mode that the collected tests name (``PROBED = ((mode, part), ...)`` at
@@ -31,7 +36,7 @@ class Probes:
         self._pool = ThreadPoolExecutor(2)
         for mode in sorted(self.wanted, key=lambda mode: mode != "standalone"):
             self._runs[mode] = self._pool.submit(
-                zoo.run_script, "probe_modes.py", mode, *self.wanted[mode]
+                zoo.run_script, "probe_modes.py", mode, *self.wanted[mode], timeout=TIMEOUT
             )
 
     def mode(self, mode: str) -> dict[str, Any]:
