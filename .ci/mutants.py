@@ -245,7 +245,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", default=None)
     parser.add_argument("--target", action="append", default=[], help="only these targets")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--mutant", action="append", default=[], help="only these (by name)")
+    parser.add_argument("--dry-run", action="store_true", help="name the picked mutants only")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--no-baseline", action="store_true",
+        help="skip the unmutated run (CI: the package envs run the same tests unmutated)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     chosen = [t for t in targets() if not args.target or t.name in args.target]
     everything = [m for t in chosen for m in mutants_of(t)]
@@ -257,14 +263,23 @@ def main(argv: list[str]) -> int:
     known = equivalents()
     candidates = [m for m in everything if m.ident not in known]
     seed = args.seed or default_seed()
-    if args.all:
+    if args.mutant:
+        picked = [m for m in everything if m.ident in args.mutant]
+        unknown = set(args.mutant) - {m.ident for m in picked}
+        if unknown:
+            sys.exit(f"mutants.py: no such mutant: {', '.join(sorted(unknown))}")
+    elif args.all:
         picked = candidates
     else:
         rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest(), 16))
         picked = rng.sample(candidates, min(args.sample or 6, len(candidates)))
     print(f"mutants.py: {len(picked)} of {len(candidates)} mutants (seed {seed[:12]}; "
           f"{len(known)} listed as equivalent)", flush=True)  # fmt: skip
-    for target in {m.target for m in picked}:
+    if args.dry_run:
+        for mutant in picked:
+            print(f"  {mutant.target.name} line {mutant.line}: {mutant.ident}")
+        return 0
+    for target in [] if args.no_baseline else sorted({m.target for m in picked}, key=str):
         passed, seconds = run_tests(target, args.timeout)
         if not passed:
             print(f"mutants.py: {target.name}'s tests fail unmutated; fix them first")
