@@ -240,7 +240,6 @@ def measure(name: str, ours: bool) -> dict[str, Any]:
         "kernels": sorted("".join(groups) for groups in _KERNEL_CALL.findall(result.code)),
         "codes": result.codes_json(),
         "sqnr_vs_eager": sqnr(result.eager, result.output),
-        "relative_l2": result.relative_l2,
         "torchs_lift_ups": lift_ups,
     }
 

@@ -266,11 +266,6 @@ def inductor_counters() -> dict[str, int]:
     return dict(counters["inductor"])
 
 
-def relative_l2(reference: torch.Tensor, output: torch.Tensor) -> float:
-    reference, output = reference.float(), output.float()
-    return float((reference - output).norm() / reference.norm())
-
-
 #: Why a VNNI-route compile of full-range weights cannot be checked for exactness here.
 SATURATING_CPU = (
     "this CPU adds u8 x s8 pairs in saturating int16 lanes (no VNNI, or oneDNN capped at "
@@ -310,10 +305,6 @@ class Lowered:
     @property
     def kernels(self) -> list[str]:
         return int8_kernel_calls(self.code)
-
-    @property
-    def relative_l2(self) -> float:
-        return relative_l2(self.eager, self.output)
 
     @property
     def codes(self) -> list[CodeDiff]:

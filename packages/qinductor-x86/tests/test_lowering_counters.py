@@ -34,6 +34,11 @@ BF16 = [name for name in GRAPHS if name.startswith("int8 weight-only")]
 #: model rounds twice (the matmul's output, then the product with the scales), the kernel
 #: once (it scales its fp32 sum): at most 3 * 2^-9 apart, 20 log10(2^9 / 3) = 44.6 dB.
 BF16_DB = 44.0
+#: The fp16 dynamic linears compute in fp32 on the same fp16 weights as eager: the sums
+#: differ in order only, by float rounding (a relative 1e-6 at most: 120 dB). 80 dB
+#: passes that, and fails a kernel that rounds the activations to fp16 as well (a
+#: relative 2^-11: about 66 dB).
+FP32_DB = 80.0
 
 
 PROBED = (("reference", "counters"), ("standalone", "counters"))
@@ -125,5 +130,5 @@ def test_fp16_dynamic_linears_are_prepacked(sides: dict[str, dict[str, Any]], gr
     against the eager converted model, whose linears read the fp16 weights upcast)."""
     ours = _result(sides, "ours", graph)
     assert ours["kernels"] and all("dynamic_fp16" in k for k in ours["kernels"]), ours
-    assert ours["relative_l2"] <= 1e-4, ours
+    assert ours["sqnr_vs_eager"] >= FP32_DB, ours
     assert any("fp16" in name for name in ours["lowered"]), ours["lowered"]
