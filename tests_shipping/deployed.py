@@ -7,9 +7,13 @@ server or a phone does, and save what they compute for the test to compare.
 unimportable (an import of any of them raises), then each ``NAME.pt2`` (an AOTInductor
 package, ``torch._inductor.aoti_load_package``) or ``NAME.pte`` (an ExecuTorch program,
 ExecuTorch's runtime) runs on the inputs in ``NAME.golden.pt``; its outputs are saved as
-``NAME.deployed.pt``. ``MODE`` ``with-qcore``: ``NAME.pt`` is loaded with ``torch.load``
-and ``NAME.pt2`` with ``qcore.load_exported``, after a plain ``torch.export.load`` of the
-first program was tried (it fails in a fresh process, which is why the loader exists).
+``NAME.deployed.pt``. ``MODE`` ``with-qcore``: ``NAME.pt`` is loaded with ``torch.load``,
+``NAME.pt2`` with ``qcore.load_exported``, after a plain ``torch.export.load`` of the
+first program was tried (it fails in a fresh process, which is why the loader exists), and
+``NAME.state.pt`` is a state dict, loaded as the guide says into a model this process
+converts itself (``qcore.fx.quantize(model, "onednn", [example_inputs[0]])``), where
+``model`` and ``example_inputs`` come from the ``.py`` file among the files (the model's
+code, run first).
 
 The last stdout line is ``MARK`` and a JSON report (what ``qcore.testing.fresh`` reads).
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import importlib.abc
 import json
 import logging
+import runpy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +31,14 @@ from typing import Any
 
 #: What the deployed side of the x86 and phone flows must not need.
 NOT_DEPLOYED = frozenset(
-    {"qcore", "qbackend_onednn", "qbackend_executorch", "qquantizer_xnnpack", "qinductor_x86", "torchao"}
+    {
+        "qcore",
+        "qbackend_onednn",
+        "qbackend_executorch",
+        "qquantizer_xnnpack",
+        "qinductor_x86",
+        "torchao",
+    }
 )
 
 
@@ -43,7 +55,9 @@ class _Logged(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         error = record.exc_info[1] if record.exc_info else None
-        self.lines.append(record.getMessage() + (f" {type(error).__name__}: {error}" if error else ""))
+        self.lines.append(
+            record.getMessage() + (f" {type(error).__name__}: {error}" if error else "")
+        )
 
 
 def _as_tuple(value: Any) -> tuple[Any, ...]:
@@ -87,18 +101,38 @@ def with_qcore(files: list[Path]) -> dict[str, Any]:
     logging.getLogger("torch.export").removeHandler(logged)
     import qcore
 
-    ran = []
+    code = [f for f in files if f.suffix == ".py"]
+    namespace = runpy.run_path(str(code[0])) if code else {}
+    ran, changed = [], {}
     for file in files:
+        if file.suffix == ".py":
+            continue
         golden = torch.load(file.with_suffix(".golden.pt"))
+        inputs = _as_tuple(golden["input"])
         if file.suffix == ".pt2":
             model = qcore.load_exported(file).module()
+        elif file.suffixes[-2:] == [".state", ".pt"]:
+            model = qcore.fx.quantize(
+                namespace["model"], "onednn", [namespace["example_inputs"][0]]
+            )
+            with torch.no_grad():
+                before = list(_as_tuple(model(*inputs)))
+            model.load_state_dict(torch.load(file))
         else:
             model = torch.load(file, weights_only=False)
         with torch.no_grad():
-            outputs = list(_as_tuple(model(*_as_tuple(golden["input"]))))
+            outputs = list(_as_tuple(model(*inputs)))
+        if file.suffixes[-2:] == [".state", ".pt"]:
+            changed[file.name] = any(
+                not torch.equal(a, b) for a, b in zip(before, outputs, strict=True)
+            )
         torch.save(outputs, file.with_suffix(".deployed.pt"))
         ran.append(file.name)
-    return {"ran": ran, "plain torch.export.load": plain_load_error}
+    return {
+        "ran": ran,
+        "plain torch.export.load": plain_load_error,
+        "state dict changed the output": changed,
+    }
 
 
 if __name__ == "__main__":

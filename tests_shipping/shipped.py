@@ -27,7 +27,9 @@ DEQUANTIZE_PER_TENSOR = "quantized_decomposed.dequantize_per_tensor.default"
 ONEDNN_INT8_CALL = re.compile(r"\baoti_torch_cpu__(?:qconv|qlinear)\w*\(")
 
 
-def run_deployed(mode: str, files: list[Path], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def run_deployed(
+    mode: str, files: list[Path], env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``deployed.py MODE FILES`` in a fresh interpreter on one OpenMP thread (oneDNN's
     AVX2 int8 kernels are deterministic on one only); its report."""
     outcome = run_script(DEPLOYED, RESULT_MARK, mode, *map(str, files), env=env, threads=1)
@@ -70,9 +72,14 @@ class CodeDifference:
         return self.differing / self.total
 
 
-def code_difference(eager: torch.Tensor, deployed: torch.Tensor, scale: float, zero_point: int) -> CodeDifference:
+def code_difference(
+    eager: torch.Tensor, deployed: torch.Tensor, scale: float, zero_point: int
+) -> CodeDifference:
     """Codes read back from two dequantized outputs: round(value / scale) + zero point."""
-    codes = [torch.round(t.detach().double() / scale).to(torch.int64) + zero_point for t in (eager, deployed)]
+    codes = [
+        torch.round(t.detach().double() / scale).to(torch.int64) + zero_point
+        for t in (eager, deployed)
+    ]
     gap = (codes[0] - codes[1]).abs()
     return CodeDifference(int(gap.max()), int((gap > 0).sum()), gap.numel())
 

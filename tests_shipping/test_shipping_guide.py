@@ -1,8 +1,10 @@
-"""docs/shipping.md, run as written (every Python block, in order, in a fresh interpreter),
-then the files it wrote, each loaded where it is deployed, in fresh interpreters: the FX
-model and the PT2E program with qcore (a plain ``torch.export.load`` of the program is
-tried there first), the x86 package and the ``.pte`` files with torch and ExecuTorch
-only (qcore, its plugins and torchao unimportable), on oneDNN's AVX2 kernels.
+"""docs/shipping.md, run as written (every Python block, in order, in a fresh interpreter:
+the session's ``guide`` fixture), then the files it wrote, each loaded where it is
+deployed, in fresh interpreters: the FX model, its state dict (into a model converted
+there from the guide's model code) and the PT2E programs with qcore (a plain
+``torch.export.load`` of a program is tried there first); the x86 package and the
+``.pte`` files with torch and ExecuTorch only (qcore, its plugins and torchao
+unimportable), on oneDNN's AVX2 kernels (the session's ``torch_only`` run).
 
 Each file is compared with the golden pair the guide saved next to it: the held-out input
 and the output of the converted model the file was made from.
@@ -10,11 +12,13 @@ and the output of the converted model the file was made from.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from builds import GUIDE, GUIDE_TORCH_ONLY
 from shipped import (
     code_difference,
     deployed_outputs,
@@ -26,44 +30,47 @@ from shipped import (
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.readme import python_blocks, readme_output
+from qcore.testing.readme import python_blocks
 
-GUIDE = Path(__file__).parents[1] / "docs" / "shipping.md"
-#: Files the deployed side needs qcore for, and files it must run without.
-WITH_QCORE = ("cnn_fx.pt", "cnn_xnnpack.pt2")
-TORCH_ONLY = ("cnn_x86.pt2", "cnn_xnnpack.pte", "volume_executorch.pte")
+#: Files the deployed side needs qcore for (the first program is also tried with a plain
+#: ``torch.export.load``), and the guide's first block: the model's code, for the receiver
+#: of the state dict.
+WITH_QCORE = ("cnn_xnnpack.pt2", "cnn_x86_program.pt2", "cnn_fx.pt", "cnn_fx.state.pt")
+MODEL_CODE = "model.py"
+#: Golden pairs the guide saved for one file that hold for another: the state dict's model
+#: and the saved x86 program compute what the FX model and the x86 model computed.
+SAME_GOLDEN = {"cnn_fx.state.pt": "cnn_fx.pt", "cnn_x86_program.pt2": "cnn_x86.pt2"}
 #: The CNN's three convolutions, each one oneDNN int8 kernel in the x86 package.
 CNN_CONVS = 3
 
 
 @pytest.fixture(scope="module")
-def guide(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    folder = tmp_path_factory.mktemp("guide")
-    return folder, readme_output(GUIDE, cwd=folder)
-
-
-@pytest.fixture(scope="module")
 def with_qcore(guide: tuple[Path, str]) -> dict[str, Any]:
     folder, _ = guide
-    return run_deployed("with-qcore", [folder / name for name in WITH_QCORE])
-
-
-@pytest.fixture(scope="module")
-def torch_only(guide: tuple[Path, str]) -> dict[str, Any]:
-    """On oneDNN's AVX2 kernels (no VNNI) on any host: the package was built for them."""
-    folder, _ = guide
+    (folder / MODEL_CODE).write_text(python_blocks(GUIDE)[0].code)
+    for name, source in SAME_GOLDEN.items():
+        shutil.copy(golden_path(folder / source), golden_path(folder / name))
     return run_deployed(
-        "torch-only", [folder / name for name in TORCH_ONLY], env={"ONEDNN_MAX_CPU_ISA": "AVX2"}
+        "with-qcore", [folder / MODEL_CODE, *(folder / name for name in WITH_QCORE)]
     )
+
+
+def golden_path(file: Path) -> Path:
+    return file.with_suffix(".golden.pt")
 
 
 def test_the_guide_runs_as_written(guide: tuple[Path, str]) -> None:
     folder, output = guide
     assert f"{len(python_blocks(GUIDE))} Python blocks ran" in output
-    for line in ("FX, torch.load: exact", "FX, load_state_dict: exact", "PT2E, load_exported: exact"):
+    for line in (
+        "FX, torch.load: exact",
+        "FX, load_state_dict: exact",
+        "PT2E, load_exported: exact",
+    ):
         assert line in output, output
     assert "derived executorch quantizer, 3-D conv: 0 quantized ops left out" in output
-    for name in (*WITH_QCORE, *TORCH_ONLY):
+    assert "reduction doubled" in output, output  # the AVX2 route's exact kernels
+    for name in (*WITH_QCORE, *GUIDE_TORCH_ONLY):
         assert (folder / name).is_file(), name
 
 
@@ -78,16 +85,32 @@ def test_the_fx_model_loads_in_a_fresh_interpreter_exactly(
     assert torch.equal(output, golden(file)["output"])
 
 
-def test_the_pt2e_program_needs_the_loader_and_loads_exactly_with_it(
+def test_the_fx_state_dict_loads_in_a_fresh_interpreter_exactly(
     guide: tuple[Path, str], with_qcore: dict[str, Any]
 ) -> None:
-    """In a fresh interpreter a plain ``torch.export.load`` cannot resolve the quantized
-    ops; ``qcore.load_exported`` loads a program whose output equals the saved model's bit
-    for bit."""
+    """Exact: a model converted there from the guide's model code and one calibration
+    batch (its output differed) computes the saved model's output bit for bit once it
+    loads the saved state dict."""
     folder, _ = guide
-    file = folder / "cnn_xnnpack.pt2"
+    file = folder / "cnn_fx.state.pt"
+    assert file.name in with_qcore["ran"]
+    assert with_qcore["state dict changed the output"][file.name]
+    (output,) = deployed_outputs(file)
+    assert torch.equal(output, golden(file)["output"])
+
+
+@pytest.mark.parametrize("name", ["cnn_xnnpack.pt2", "cnn_x86_program.pt2"])
+def test_the_pt2e_program_needs_the_loader_and_loads_exactly_with_it(
+    guide: tuple[Path, str], with_qcore: dict[str, Any], name: str
+) -> None:
+    """In a fresh interpreter a plain ``torch.export.load`` cannot resolve the quantized
+    ops; ``qcore.load_exported`` loads each program (the XNNPACK quantizer's and the x86
+    quantizer's) and computes the saved model's output bit for bit."""
+    folder, _ = guide
+    file = folder / name
     error = with_qcore["plain torch.export.load"]
     assert error is not None and "failed to resolve torch.ops.quantized_decomposed" in error, error
+    assert file.name in with_qcore["ran"]
     (output,) = deployed_outputs(file)
     assert torch.equal(output, golden(file)["output"])
 
