@@ -33,6 +33,7 @@ from typing import Any
 NOT_DEPLOYED = frozenset(
     {
         "qcore",
+        "_qcore_torch",
         "qbackend_onednn",
         "qbackend_executorch",
         "qquantizer_xnnpack",
