@@ -217,3 +217,27 @@ def test_cat_of_integer_tensors_stays_in_float() -> None:
     int_cat, float_cat = cats
     assert "quantization_annotation" not in int_cat.meta
     assert "quantization_annotation" in float_cat.meta
+
+
+class TupleOutputs(nn.Module):
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        values, indices = torch.max(x, 1)
+        first, second = torch.split(x, 3, 1)
+        return values, indices, first, second
+
+
+def test_an_observed_tuple_is_checked_element_by_element() -> None:
+    """An op whose traced value is a tuple or list (``max.dim``: values and int64
+    indices; ``split``: float pieces) is named by each non-float element it holds."""
+    gm = exported(TupleOutputs(), (torch.randn(2, 6),))
+    spec = int8_config().output_activation
+    by_target = {n.target: n for n in gm.graph.nodes if n.op == "call_function"}
+    maximum = by_target[torch.ops.aten.max.dim]
+    split = by_target[torch.ops.aten.split.Tensor]
+    assert isinstance(maximum.meta["val"], tuple) and isinstance(split.meta["val"], list)
+    for node in (maximum, split):
+        set_annotation(node, output=spec)
+    assert non_float_quantized(maximum) == [f"{maximum.name} (torch.int64)"]
+    assert non_float_quantized(split) == []
+    del maximum.meta["val"]  # a value not recorded: nothing known to be non-float
+    assert non_float_quantized(maximum) == []
