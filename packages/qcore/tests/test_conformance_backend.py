@@ -16,11 +16,15 @@ import torch
 import torch.ao.nn.intrinsic as nni
 from torch import nn
 from torch.ao.quantization import QConfigMapping
-from torch.ao.quantization.backend_config import BackendConfig, get_onednn_backend_config
+from torch.ao.quantization.backend_config import (
+    BackendConfig,
+    BackendPatternConfig,
+    get_onednn_backend_config,
+)
 from torch.ao.quantization.quantize_fx import prepare_fx
 
 from qcore.testing import CheckResult, assert_conformant, check_backend
-from qcore.testing.backend import check_backend_config
+from qcore.testing.backend import _check_fuser, _inputs_as_rounded, check_backend_config
 from qcore.testing.fakes import one_plugin
 from qcore.testing.fresh import run_fresh
 from qcore.testing.patterns import PatternNode
@@ -525,3 +529,100 @@ def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
         "import sys, qcore, qcore.testing.fresh as f; f.emit('qcore.testing.synth' in sys.modules)"
     )
     assert run_fresh(code).result() is False
+
+
+def _onednn_pattern(text: str) -> BackendPatternConfig:
+    from qcore.pattern_text import pattern_text
+
+    return next(c for c in get_onednn_backend_config().configs if pattern_text(c) == text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fused"),
+    [
+        ("torch.add(BatchNorm2d(Conv2d), *)", "nni.ConvAdd2d"),
+        ("operator.add(*, Conv2d)", "nni.ConvAdd2d"),
+        ("ReLU(torch.add(*, BatchNorm2d(Conv2d)))", "nni.ConvAddReLU2d"),
+    ],
+)
+def test_complex_format_fusers_are_called_as_torch_calls_them(pattern: str, fused: str) -> None:
+    """torch's own nested-format patterns: their fusers, given the modules root first
+    and the "any node" operand as MatchAllNode, build the module torch declares."""
+    config = _onednn_pattern(pattern)
+    ok, detail = _check_fuser(BackendConfig("t").set_backend_pattern_config(config), config)
+    assert (ok, detail) == (True, f"ptq: {fused}")
+
+
+class _TwoInputs(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+
+def test_inputs_are_rounded_by_their_own_quantize_ops() -> None:
+    """Two inputs of very different ranges, each quantized by its own observer: each
+    comes back on its own int8 grid, within half of its own step (range / 255)."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_to_reference_fx
+
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.rand(64, generator=gen), torch.rand(64, generator=gen) * 100
+    config = get_onednn_backend_config()
+    prepared = prepare_fx(_TwoInputs(), get_default_qconfig_mapping("onednn"), (x, y), backend_config=config)
+    prepared(x, y)
+    converted = convert_to_reference_fx(prepared, backend_config=config)
+    rounded_x, rounded_y = _inputs_as_rounded(converted, (x, y))
+    for original, rounded, top in ((x, rounded_x, 1.0), (y, rounded_y, 100.0)):
+        error = (rounded - original).abs()
+        assert 0 < float(error.max()) <= top / 255 / 2 * 1.01
+    assert _inputs_as_rounded(_TwoInputs(), (x, y)) == (x, y)  # no graph: as given
+
+
+def _conv_relu_config(fuser: Callable[..., nn.Module]) -> tuple[BackendConfig, BackendPatternConfig]:
+    """A conv → relu pattern fused by ``fuser``, whose fused module QAT swaps and trains."""
+    import torch.ao.nn.intrinsic.qat as nniqat
+    from torch.ao.quantization.backend_config import DTypeConfig
+
+    weighted = DTypeConfig(
+        input_dtype=torch.quint8, output_dtype=torch.quint8, weight_dtype=torch.qint8, bias_dtype=torch.float
+    )
+    pattern = (
+        BackendPatternConfig((nn.Conv2d, nn.ReLU))
+        .add_dtype_config(weighted)
+        .set_fuser_method(fuser)
+        .set_fused_module(nni.ConvReLU2d)
+    )
+    fused = (
+        BackendPatternConfig(nni.ConvReLU2d)
+        .add_dtype_config(weighted)
+        .set_root_module(nn.Conv2d)
+        .set_qat_module(nniqat.ConvReLU2d)
+    )
+    return BackendConfig("t").set_backend_pattern_config(pattern).set_backend_pattern_config(fused), pattern
+
+
+def test_a_qat_swappable_pattern_is_fused_for_both_modes() -> None:
+    """PTQ and QAT fusion both run: a fuser building the fused module only for QAT fails
+    on its PTQ fusion, which gives a module the backend has no pattern for."""
+    config, pattern = _conv_relu_config(lambda is_qat, conv, relu: nni.ConvReLU2d(conv, relu))
+    assert _check_fuser(config, pattern) == (True, "ptq: nni.ConvReLU2d, qat: nni.ConvReLU2d")
+
+    def qat_only(is_qat: bool, conv: nn.Module, relu: nn.Module) -> nn.Module:
+        return nni.ConvReLU2d(conv, relu) if is_qat else nn.Sequential(conv, relu)
+
+    config, pattern = _conv_relu_config(qat_only)
+    ok, detail = _check_fuser(config, pattern)
+    assert not ok and detail.startswith("ptq fusion built Sequential"), detail
+
+
+class _Unknown(nn.Module):
+    """A module class the kit has no synthesis row for."""
+
+
+def test_a_fuser_whose_input_modules_cannot_be_built_fails() -> None:
+    config, _ = _conv_relu_config(lambda is_qat, conv, relu: nni.ConvReLU2d(conv, relu))
+    pattern = BackendPatternConfig((nn.Conv2d, _Unknown)).set_fuser_method(
+        lambda is_qat, conv, other: conv
+    )
+    ok, detail = _check_fuser(config.set_backend_pattern_config(pattern), pattern)
+    assert not ok and detail.startswith("cannot build the fuser's input modules:"), detail
+    assert "_Unknown" in detail
