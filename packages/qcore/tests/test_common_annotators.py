@@ -26,7 +26,12 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
     get_symmetric_quantization_config,
 )
 
-from qcore.annotation.common import addmm_to_linear, propagate_shared_qparams, scalars_to_attrs
+from qcore.annotation.common import (
+    addmm_to_linear,
+    computing,
+    propagate_shared_qparams,
+    scalars_to_attrs,
+)
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.testing.pt2e import (
     annotate,
@@ -365,17 +370,19 @@ def test_gru_io_only_is_opt_in_and_quantizes_the_grus_inputs_and_outputs() -> No
 
 
 class Addmm(nn.Module):
-    """Hugging Face's ``Conv1D``: ``addmm(bias, x, weight)`` with a parameter weight; the
-    same with a weight computed in the graph, and with ``beta`` other than 1."""
+    """Hugging Face's ``Conv1D``: ``addmm(bias, x, weight)`` with a parameter weight (then a
+    real linear); the same with a weight computed in the graph, and with ``beta`` other
+    than 1."""
 
     def __init__(self) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.randn(8, 4))
         self.bias = nn.Parameter(torch.randn(4))
+        self.fc = nn.Linear(4, 4)
 
     def forward(self, x: Tensor, w: Tensor) -> tuple[Tensor, ...]:
         return (
-            torch.addmm(self.bias, x, self.weight),
+            self.fc(torch.addmm(self.bias, x, self.weight)),
             torch.addmm(self.bias, x, w * 2),
             torch.addmm(self.bias, x, self.weight, beta=0.5),
         )
@@ -385,7 +392,7 @@ def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
     model, example = Addmm().eval(), (torch.randn(3, 8), torch.randn(8, 4))
     gm = addmm_to_linear(exported(model, example))
     ops = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert ops.count(aten.linear.default) == 1
+    assert ops.count(aten.linear.default) == 2  # the converted addmm, and fc as it was
     assert ops.count(aten.addmm.default) == 2  # a computed weight, and beta = 0.5
     linear = next(n for n in gm.graph.nodes if n.target == aten.linear.default)
     transposed = linear.args[1]
@@ -394,3 +401,38 @@ def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
     with torch.no_grad():
         for got, expected in zip(gm(*example), model(*example), strict=True):
             torch.testing.assert_close(got, expected)
+
+
+def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
+    """Static configs (QAT too) run the conv-bn annotators first and every static one;
+    dynamic configs the weighted ops that take run-time activation qparams; opt-in
+    annotators only when enabled."""
+    static = ["conv_bn_relu", "conv_bn", "conv_transpose_bn_relu", "conv_transpose_bn",
+              "linear_relu", "linear", "conv", "conv_transpose", "conv_relu",
+              "conv_transpose_relu", "adaptive_avg_pool2d", "add_relu", "add", "mul_relu",
+              "mul", "cat", "max_pool2d"]  # fmt: skip
+    quantizer = Common()
+    assert [a.name for a in quantizer.selected(_config())] == static
+    assert [a.name for a in quantizer.selected(_config(qat=True))] == static
+    dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    assert [a.name for a in quantizer.selected(dynamic)] == ["linear", "conv", "conv_transpose"]
+    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == [
+        *static,
+        "gru_io_only",
+    ]
+    assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
+
+
+def test_computing_is_what_one_output_depends_on_among_the_nodes() -> None:
+    """A module called at two sites: each output computes from its own call's nodes only."""
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    a1 = graph.call_function(torch.relu, (x,))
+    b1 = graph.call_function(torch.neg, (a1,))
+    a2 = graph.call_function(torch.relu, (y,))
+    b2 = graph.call_function(torch.add, (a2, b1))
+    graph.output((b1, b2))
+    members = [a1, b1, a2, b2]
+    assert computing(b1, members) == {a1, b1}
+    assert computing(b2, members) == {a1, b1, a2, b2}
+    assert computing(b2, [a2, b2]) == {a2, b2}  # nothing outside the nodes given

@@ -626,3 +626,63 @@ def test_a_fuser_whose_input_modules_cannot_be_built_fails() -> None:
     ok, detail = _check_fuser(config.set_backend_pattern_config(pattern), pattern)
     assert not ok and detail.startswith("cannot build the fuser's input modules:"), detail
     assert "_Unknown" in detail
+
+
+class _Misconverted(nn.Module):
+    """A reference linear whose output ``change`` alters."""
+
+    change: Callable[[torch.Tensor], object] = staticmethod(lambda out: out)
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> object:
+        return type(self).change(self.inner(x))
+
+    @classmethod
+    def from_float(cls, float_module: nn.Module, weight_qparams: object) -> nn.Module:
+        return cls(torch.ao.nn.quantized.reference.Linear.from_float(float_module, weight_qparams))
+
+
+class _ReshapingLinear(_Misconverted):
+    change = staticmethod(lambda out: out.reshape(-1))
+
+
+class _NaNLinear(_Misconverted):
+    change = staticmethod(lambda out: out * float("nan"))
+
+
+class _TwoOutputLinear(_Misconverted):
+    change = staticmethod(lambda out: (out, out))
+
+
+@pytest.mark.parametrize(
+    ("reference", "complaint"),
+    [
+        (_Misconverted, "quantized, SQNR"),  # unchanged: the control
+        (_ReshapingLinear, "output shape ("),
+        (_NaNLinear, "non-finite outputs"),
+        (_TwoOutputLinear, "2 outputs, the float model gives 1"),
+    ],
+)
+def test_a_converted_pattern_must_give_the_float_models_outputs(reference: type, complaint: str) -> None:
+    """Dynamic quantization: the converted pattern's float output is the model's, as is."""
+    from torch.ao.quantization import default_dynamic_qconfig
+    from torch.ao.quantization.backend_config import DTypeConfig, ObservationType
+
+    weighted = DTypeConfig(
+        input_dtype=torch.quint8, output_dtype=torch.float, weight_dtype=torch.qint8,
+        bias_dtype=torch.float, is_dynamic=True,
+    )  # fmt: skip
+    pattern = (
+        BackendPatternConfig(nn.Linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(weighted)
+        .set_root_module(nn.Linear)
+        .set_reference_quantized_module(reference)
+    )
+    dynamic = lambda model, is_qat: QConfigMapping().set_global(default_dynamic_qconfig)  # noqa: E731
+    results = check_backend_config(BackendConfig("t").set_backend_pattern_config(pattern), dynamic)
+    run = _only(results, "prepare-convert", "Linear")
+    assert run.ok is (reference is _Misconverted) and run.detail.startswith(complaint), run.detail

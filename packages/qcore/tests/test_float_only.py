@@ -241,3 +241,28 @@ def test_an_observed_tuple_is_checked_element_by_element() -> None:
     assert non_float_quantized(split) == []
     del maximum.meta["val"]  # a value not recorded: nothing known to be non-float
     assert non_float_quantized(maximum) == []
+
+
+class ViewedMask(nn.Module):
+    """An additive mask moved through ``views`` value-preserving ops before the add."""
+
+    def __init__(self, views: int) -> None:
+        super().__init__()
+        self.views = views
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        additive = torch.where(mask.bool(), torch.zeros(()), MIN)
+        for i in range(self.views):
+            additive = additive.unsqueeze(0) if i % 2 == 0 else additive.squeeze(0)
+        return x + additive
+
+
+@pytest.mark.parametrize(("views", "found"), [(0, True), (7, True), (8, False)])
+def test_a_mask_is_found_through_value_preserving_ops_up_to_a_bound(views: int, found: bool) -> None:
+    """The walk back from an add's input to the huge constant crosses up to seven views
+    (eight ops in all), so that a long chain costs nothing."""
+    gm = exported(ViewedMask(views), (torch.randn(2, 6), torch.ones(2, 6).long()))
+    add = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add.Tensor)
+    chain = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim)]
+    assert len(chain) == views
+    assert additive_mask_value(add.args[1], gm) == (MIN if found else None)

@@ -305,3 +305,36 @@ def test_a_conv_module_with_same_padding_narrows_what_overflows(backends: None) 
     assert sum(h < 127.5 for h in halves) > 0
     expected = weight.reshape(8, -1).abs().amax(1).double() / torch.tensor(halves, dtype=torch.float64)
     torch.testing.assert_close(converted.conv.weight_scale.double(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.quint8, torch.qint8])
+def test_only_layers_with_uint8_inputs_take_part(dtype: torch.dtype) -> None:
+    """The emulation is of uint8 x int8 kernels: a layer whose input observer is signed
+    (int8 activations, another kernel's business) keeps the safe range untouched."""
+    from torch.ao.quantization import MinMaxObserver, QConfig, QConfigMapping
+    from torch.ao.quantization.backend_config import (
+        BackendConfig,
+        BackendPatternConfig,
+        DTypeConfig,
+        ObservationType,
+    )
+
+    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.int8.weight_ranges import TargetWeightObserver
+
+    config = BackendConfig("signed").set_backend_pattern_config(
+        BackendPatternConfig(nn.Linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(DTypeConfig(input_dtype=dtype, output_dtype=dtype, weight_dtype=torch.qint8))
+        .set_root_module(nn.Linear)
+        .set_reference_quantized_module(torch.ao.nn.quantized.reference.Linear)
+    )
+    mapping = QConfigMapping().set_global(
+        QConfig(activation=MinMaxObserver.with_args(dtype=dtype), weight=TargetWeightObserver)
+    )
+    prepared = prepare_fx(nn.Sequential(nn.Linear(16, 8)).eval(), mapping, (torch.randn(2, 16),),
+                          backend_config=config)
+    observer = next(n for n in prepared.graph.nodes if n.target == "0").args[0]
+    assert observer.op == "call_module"  # observed in both cases, with dtype's observer
+    layers = [(layer.node.target, layer.input_observer) for layer in weighted_layers(prepared)]
+    assert layers == ([("0", observer.target)] if dtype == torch.quint8 else [])

@@ -140,7 +140,8 @@ def test_conv_residual_adds_run_in_place_and_exactly() -> None:
     uint8 codes (a uint8 output), and a float-output add into the dequantized residual.
     Exact: every int8 code equals the eager converted model's, so the float output agrees
     to float32 rounding (relative L2 below 2e-5; one code one off, in the summed branch or
-    in the residual, moves it by at least 1e-4)."""
+    in the residual, moves it by at least 1e-4). Both adds are this lowering's: torch's
+    copy, registered in this process too, would fuse the float-output one if it declined."""
     model, inputs = zoo.ConvBranches(), (zoo.example(2, 3, 8, 8),)
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
     result = zoo.lower(converted, inputs)
@@ -149,4 +150,6 @@ def test_conv_residual_adds_run_in_place_and_exactly() -> None:
     assert len(binary) == 2 and all("'sum'" in line for line in binary), binary
     assert sorted("torch.uint8" in line for line in binary) == [False, True], binary
     assert sorted(result.kernels) == ["qconv2d_pointwise"] * 2 + ["qconv_pointwise"] * 3
+    lowered = result.report.lowered
+    assert lowered["conv + add + relu + quantize (int8 output)"] == lowered["conv + add (float output)"] == 1
     assert result.relative_l2 <= 2e-5
