@@ -421,6 +421,12 @@ def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
         "gru_io_only",
     ]
     assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
+    # what listings (``qcore show``) print for each: the QAT conv-bn ones are not static
+    marks = {a.name: a.marks for a in quantizer.annotators()}
+    assert {n for n, m in marks.items() if m == "qat-only"} == set(static[:4])
+    assert {n for n, m in marks.items() if m == "static dynamic"} == {"linear", "conv", "conv_transpose"}
+    assert marks["gru_io_only"] == "static opt-in"
+    assert set(marks) == {*static, "gru_io_only"}
 
 
 def test_computing_is_what_one_output_depends_on_among_the_nodes() -> None:

@@ -686,3 +686,22 @@ def test_a_converted_pattern_must_give_the_float_models_outputs(reference: type,
     results = check_backend_config(BackendConfig("t").set_backend_pattern_config(pattern), dynamic)
     run = _only(results, "prepare-convert", "Linear")
     assert run.ok is (reference is _Misconverted) and run.detail.startswith(complaint), run.detail
+
+
+@pytest.mark.parametrize(("convert", "called"), [("reference", "convert_to_reference_fx"), ("native", "convert_fx")])
+def test_each_convert_mode_runs_its_torch_converter(
+    monkeypatch: pytest.MonkeyPatch, convert: str, called: str
+) -> None:
+    """``"reference"`` runs torch's convert_to_reference_fx, ``"native"`` its convert_fx:
+    each is replaced by one that raises, naming itself."""
+    from torch.ao.quantization import quantize_fx
+
+    for name in ("convert_fx", "convert_to_reference_fx"):
+
+        def refuse(*args: object, name: str = name, **kwargs: object) -> None:
+            raise RuntimeError(f"{name} was called")
+
+        monkeypatch.setattr(quantize_fx, name, refuse)
+    config = BackendConfig("tiny").set_backend_pattern_config(get_onednn_backend_config().configs[0])
+    run = _only(check_backend_config(config, convert=convert), "prepare-convert", "Conv1d")  # type: ignore[arg-type]
+    assert run.detail == f"{called} raised RuntimeError: {called} was called"

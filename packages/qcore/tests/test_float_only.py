@@ -266,3 +266,30 @@ def test_a_mask_is_found_through_value_preserving_ops_up_to_a_bound(views: int, 
     chain = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim)]
     assert len(chain) == views
     assert additive_mask_value(add.args[1], gm) == (MIN if found else None)
+
+
+class HugeScalar(nn.Module):
+    """A binary op with a Python scalar too large for a histogram observer."""
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return x + 3e16, x * 2.0
+
+
+def test_a_huge_scalar_operand_leaves_its_op_in_float() -> None:
+    gm = scalars_to_attrs(exported(HugeScalar(), (torch.randn(2, 6),)))
+    add, mul = (n for n in gm.graph.nodes if n.op == "call_function")
+    huge, ordinary = add.args[1], mul.args[1]
+    assert huge.op == ordinary.op == "get_attr"
+    reason = non_quantizable_reason(huge, gm)
+    assert reason is not None and "too large to observe (3e+16)" in reason
+    assert non_quantizable_reason(ordinary, gm) is None
+    Common().set_global(int8_config()).annotate(gm)
+    assert "quantization_annotation" not in add.meta
+    assert "quantization_annotation" in mul.meta
+
+
+def test_only_graph_values_can_be_float_tensors() -> None:
+    gm = exported(IntCat(), (torch.randn(2, 6), _ids(0)))
+    x, ids = (n for n in gm.graph.nodes if n.op == "placeholder")
+    assert is_float_tensor(x) and not is_float_tensor(ids)
+    assert not any(is_float_tensor(v) for v in (1.0, None, torch.randn(2)))
