@@ -27,8 +27,9 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import repo
@@ -66,11 +67,18 @@ class Mutant:
     line: int
     where: str  # the enclosing function
     source: str  # the mutated node's source text
+    occurrence: int = 0  # among mutants of the same base name in walk order, from 1; 0: unique
+
+    @property
+    def base(self) -> str:
+        """Stable across unrelated edits: module, function, kind and the node's text."""
+        return f"{self.target.module}::{self.where}::{self.kind}::{self.source}"
 
     @property
     def ident(self) -> str:
-        """Stable across unrelated edits: module, function, kind and the node's text."""
-        return f"{self.target.module}::{self.where}::{self.kind}::{self.source}"
+        """The base name, and where several mutants share it (the same constant twice in
+        one function), which of them: an equivalent mutant must never exempt another."""
+        return f"{self.base}#{self.occurrence}" if self.occurrence else self.base
 
 
 def targets() -> list[Target]:
@@ -191,7 +199,14 @@ def mutants_of(target: Target) -> list[Mutant]:
         for kind, _ in _edits(node):
             source = ast.unparse(node.test if isinstance(node, ast.If | ast.While | ast.IfExp) else node)
             found.append(Mutant(target, index, kind, node.lineno, where.get(id(node), "<module>"), source[:80]))
-    return found
+    shared = Counter(m.base for m in found)
+    seen: Counter[str] = Counter()
+    numbered = []
+    for mutant in found:
+        if shared[mutant.base] > 1:
+            seen[mutant.base] += 1
+        numbered.append(replace(mutant, occurrence=seen[mutant.base]) if shared[mutant.base] > 1 else mutant)
+    return numbered
 
 
 def mutated_text(mutant: Mutant) -> str:
@@ -245,7 +260,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", default=None)
     parser.add_argument("--target", action="append", default=[], help="only these targets")
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--mutant", action="append", default=[], help="only these (by name)")
+    parser.add_argument(
+        "--mutant", action="append", default=[],
+        help="only these, by name (a name without its #N suffix: every mutant of that name)",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="name the picked mutants only")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument(
@@ -264,8 +282,8 @@ def main(argv: list[str]) -> int:
     candidates = [m for m in everything if m.ident not in known]
     seed = args.seed or default_seed()
     if args.mutant:
-        picked = [m for m in everything if m.ident in args.mutant]
-        unknown = set(args.mutant) - {m.ident for m in picked}
+        picked = [m for m in everything if m.ident in args.mutant or m.base in args.mutant]
+        unknown = set(args.mutant) - {m.ident for m in picked} - {m.base for m in picked}
         if unknown:
             sys.exit(f"mutants.py: no such mutant: {', '.join(sorted(unknown))}")
     elif args.all:

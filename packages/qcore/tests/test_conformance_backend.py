@@ -16,11 +16,15 @@ import torch
 import torch.ao.nn.intrinsic as nni
 from torch import nn
 from torch.ao.quantization import QConfigMapping
-from torch.ao.quantization.backend_config import BackendConfig, get_onednn_backend_config
+from torch.ao.quantization.backend_config import (
+    BackendConfig,
+    BackendPatternConfig,
+    get_onednn_backend_config,
+)
 from torch.ao.quantization.quantize_fx import prepare_fx
 
 from qcore.testing import CheckResult, assert_conformant, check_backend
-from qcore.testing.backend import check_backend_config
+from qcore.testing.backend import _check_fuser, _inputs_as_rounded, check_backend_config
 from qcore.testing.fakes import one_plugin
 from qcore.testing.fresh import run_fresh
 from qcore.testing.patterns import PatternNode
@@ -526,3 +530,179 @@ def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
         "import sys, qcore, qcore.testing.fresh as f; f.emit('qcore.testing.synth' in sys.modules)"
     )
     assert run_fresh(code).result() is False
+
+
+def _onednn_pattern(text: str) -> BackendPatternConfig:
+    from qcore.pattern_text import pattern_text
+
+    return next(c for c in get_onednn_backend_config().configs if pattern_text(c) == text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fused"),
+    [
+        ("torch.add(BatchNorm2d(Conv2d), *)", "nni.ConvAdd2d"),
+        ("operator.add(*, Conv2d)", "nni.ConvAdd2d"),
+        ("ReLU(torch.add(*, BatchNorm2d(Conv2d)))", "nni.ConvAddReLU2d"),
+    ],
+)
+def test_complex_format_fusers_are_called_as_torch_calls_them(pattern: str, fused: str) -> None:
+    """torch's own nested-format patterns: their fusers, given the modules root first
+    and the "any node" operand as MatchAllNode, build the module torch declares."""
+    config = _onednn_pattern(pattern)
+    ok, detail = _check_fuser(BackendConfig("t").set_backend_pattern_config(config), config)
+    assert (ok, detail) == (True, f"ptq: {fused}")
+
+
+class _TwoInputs(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+
+def test_inputs_are_rounded_by_their_own_quantize_ops() -> None:
+    """Two inputs of very different ranges, each quantized by its own observer: each
+    comes back on its own int8 grid, within half of its own step (range / 255)."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_to_reference_fx
+
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.rand(64, generator=gen), torch.rand(64, generator=gen) * 100
+    config = get_onednn_backend_config()
+    prepared = prepare_fx(_TwoInputs(), get_default_qconfig_mapping("onednn"), (x, y), backend_config=config)
+    prepared(x, y)
+    converted = convert_to_reference_fx(prepared, backend_config=config)
+    rounded_x, rounded_y = _inputs_as_rounded(converted, (x, y))
+    for original, rounded, top in ((x, rounded_x, 1.0), (y, rounded_y, 100.0)):
+        error = (rounded - original).abs()
+        assert 0 < float(error.max()) <= top / 255 / 2 * 1.01
+    assert _inputs_as_rounded(_TwoInputs(), (x, y)) == (x, y)  # no graph: as given
+
+
+def _conv_relu_config(fuser: Callable[..., nn.Module]) -> tuple[BackendConfig, BackendPatternConfig]:
+    """A conv → relu pattern fused by ``fuser``, whose fused module QAT swaps and trains."""
+    import torch.ao.nn.intrinsic.qat as nniqat
+    from torch.ao.quantization.backend_config import DTypeConfig
+
+    weighted = DTypeConfig(
+        input_dtype=torch.quint8, output_dtype=torch.quint8, weight_dtype=torch.qint8, bias_dtype=torch.float
+    )
+    pattern = (
+        BackendPatternConfig((nn.Conv2d, nn.ReLU))
+        .add_dtype_config(weighted)
+        .set_fuser_method(fuser)
+        .set_fused_module(nni.ConvReLU2d)
+    )
+    fused = (
+        BackendPatternConfig(nni.ConvReLU2d)
+        .add_dtype_config(weighted)
+        .set_root_module(nn.Conv2d)
+        .set_qat_module(nniqat.ConvReLU2d)
+    )
+    return BackendConfig("t").set_backend_pattern_config(pattern).set_backend_pattern_config(fused), pattern
+
+
+def test_a_qat_swappable_pattern_is_fused_for_both_modes() -> None:
+    """PTQ and QAT fusion both run: a fuser building the fused module only for QAT fails
+    on its PTQ fusion, which gives a module the backend has no pattern for."""
+    config, pattern = _conv_relu_config(lambda is_qat, conv, relu: nni.ConvReLU2d(conv, relu))
+    assert _check_fuser(config, pattern) == (True, "ptq: nni.ConvReLU2d, qat: nni.ConvReLU2d")
+
+    def qat_only(is_qat: bool, conv: nn.Module, relu: nn.Module) -> nn.Module:
+        return nni.ConvReLU2d(conv, relu) if is_qat else nn.Sequential(conv, relu)
+
+    config, pattern = _conv_relu_config(qat_only)
+    ok, detail = _check_fuser(config, pattern)
+    assert not ok and detail.startswith("ptq fusion built Sequential"), detail
+
+
+class _Unknown(nn.Module):
+    """A module class the kit has no synthesis row for."""
+
+
+def test_a_fuser_whose_input_modules_cannot_be_built_fails() -> None:
+    config, _ = _conv_relu_config(lambda is_qat, conv, relu: nni.ConvReLU2d(conv, relu))
+    pattern = BackendPatternConfig((nn.Conv2d, _Unknown)).set_fuser_method(
+        lambda is_qat, conv, other: conv
+    )
+    ok, detail = _check_fuser(config.set_backend_pattern_config(pattern), pattern)
+    assert not ok and detail.startswith("cannot build the fuser's input modules:"), detail
+    assert "_Unknown" in detail
+
+
+class _Misconverted(nn.Module):
+    """A reference linear whose output ``change`` alters."""
+
+    change: Callable[[torch.Tensor], object] = staticmethod(lambda out: out)
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> object:
+        return type(self).change(self.inner(x))
+
+    @classmethod
+    def from_float(cls, float_module: nn.Module, weight_qparams: object) -> nn.Module:
+        return cls(torch.ao.nn.quantized.reference.Linear.from_float(float_module, weight_qparams))
+
+
+class _ReshapingLinear(_Misconverted):
+    change = staticmethod(lambda out: out.reshape(-1))
+
+
+class _NaNLinear(_Misconverted):
+    change = staticmethod(lambda out: out * float("nan"))
+
+
+class _TwoOutputLinear(_Misconverted):
+    change = staticmethod(lambda out: (out, out))
+
+
+@pytest.mark.parametrize(
+    ("reference", "complaint"),
+    [
+        (_Misconverted, "quantized, SQNR"),  # unchanged: the control
+        (_ReshapingLinear, "output shape ("),
+        (_NaNLinear, "non-finite outputs"),
+        (_TwoOutputLinear, "2 outputs, the float model gives 1"),
+    ],
+)
+def test_a_converted_pattern_must_give_the_float_models_outputs(reference: type, complaint: str) -> None:
+    """Dynamic quantization: the converted pattern's float output is the model's, as is."""
+    from torch.ao.quantization import default_dynamic_qconfig
+    from torch.ao.quantization.backend_config import DTypeConfig, ObservationType
+
+    weighted = DTypeConfig(
+        input_dtype=torch.quint8, output_dtype=torch.float, weight_dtype=torch.qint8,
+        bias_dtype=torch.float, is_dynamic=True,
+    )  # fmt: skip
+    pattern = (
+        BackendPatternConfig(nn.Linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(weighted)
+        .set_root_module(nn.Linear)
+        .set_reference_quantized_module(reference)
+    )
+    dynamic = lambda model, is_qat: QConfigMapping().set_global(default_dynamic_qconfig)  # noqa: E731
+    results = check_backend_config(BackendConfig("t").set_backend_pattern_config(pattern), dynamic)
+    run = _only(results, "prepare-convert", "Linear")
+    assert run.ok is (reference is _Misconverted) and run.detail.startswith(complaint), run.detail
+
+
+@pytest.mark.parametrize(("convert", "called"), [("reference", "convert_to_reference_fx"), ("native", "convert_fx")])
+def test_each_convert_mode_runs_its_torch_converter(
+    monkeypatch: pytest.MonkeyPatch, convert: str, called: str
+) -> None:
+    """``"reference"`` runs torch's convert_to_reference_fx, ``"native"`` its convert_fx:
+    each is replaced by one that raises, naming itself."""
+    from torch.ao.quantization import quantize_fx
+
+    for name in ("convert_fx", "convert_to_reference_fx"):
+
+        def refuse(*args: object, name: str = name, **kwargs: object) -> None:
+            raise RuntimeError(f"{name} was called")
+
+        monkeypatch.setattr(quantize_fx, name, refuse)
+    config = BackendConfig("tiny").set_backend_pattern_config(get_onednn_backend_config().configs[0])
+    run = _only(check_backend_config(config, convert=convert), "prepare-convert", "Conv1d")  # type: ignore[arg-type]
+    assert run.detail == f"{called} raised RuntimeError: {called} was called"

@@ -217,3 +217,79 @@ def test_cat_of_integer_tensors_stays_in_float() -> None:
     int_cat, float_cat = cats
     assert "quantization_annotation" not in int_cat.meta
     assert "quantization_annotation" in float_cat.meta
+
+
+class TupleOutputs(nn.Module):
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        values, indices = torch.max(x, 1)
+        first, second = torch.split(x, 3, 1)
+        return values, indices, first, second
+
+
+def test_an_observed_tuple_is_checked_element_by_element() -> None:
+    """An op whose traced value is a tuple or list (``max.dim``: values and int64
+    indices; ``split``: float pieces) is named by each non-float element it holds."""
+    gm = exported(TupleOutputs(), (torch.randn(2, 6),))
+    spec = int8_config().output_activation
+    by_target = {n.target: n for n in gm.graph.nodes if n.op == "call_function"}
+    maximum = by_target[torch.ops.aten.max.dim]
+    split = by_target[torch.ops.aten.split.Tensor]
+    assert isinstance(maximum.meta["val"], tuple) and isinstance(split.meta["val"], list)
+    for node in (maximum, split):
+        set_annotation(node, output=spec)
+    assert non_float_quantized(maximum) == [f"{maximum.name} (torch.int64)"]
+    assert non_float_quantized(split) == []
+    del maximum.meta["val"]  # a value not recorded: nothing known to be non-float
+    assert non_float_quantized(maximum) == []
+
+
+class ViewedMask(nn.Module):
+    """An additive mask moved through ``views`` value-preserving ops before the add."""
+
+    def __init__(self, views: int) -> None:
+        super().__init__()
+        self.views = views
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        additive = torch.where(mask.bool(), torch.zeros(()), MIN)
+        for i in range(self.views):
+            additive = additive.unsqueeze(0) if i % 2 == 0 else additive.squeeze(0)
+        return x + additive
+
+
+@pytest.mark.parametrize(("views", "found"), [(0, True), (7, True), (8, False)])
+def test_a_mask_is_found_through_value_preserving_ops_up_to_a_bound(views: int, found: bool) -> None:
+    """The walk back from an add's input to the huge constant crosses up to seven views
+    (eight ops in all), so that a long chain costs nothing."""
+    gm = exported(ViewedMask(views), (torch.randn(2, 6), torch.ones(2, 6).long()))
+    add = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add.Tensor)
+    chain = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim)]
+    assert len(chain) == views
+    assert additive_mask_value(add.args[1], gm) == (MIN if found else None)
+
+
+class HugeScalar(nn.Module):
+    """A binary op with a Python scalar too large for a histogram observer."""
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return x + 3e16, x * 2.0
+
+
+def test_a_huge_scalar_operand_leaves_its_op_in_float() -> None:
+    gm = scalars_to_attrs(exported(HugeScalar(), (torch.randn(2, 6),)))
+    add, mul = (n for n in gm.graph.nodes if n.op == "call_function")
+    huge, ordinary = add.args[1], mul.args[1]
+    assert huge.op == ordinary.op == "get_attr"
+    reason = non_quantizable_reason(huge, gm)
+    assert reason is not None and "too large to observe (3e+16)" in reason
+    assert non_quantizable_reason(ordinary, gm) is None
+    Common().set_global(int8_config()).annotate(gm)
+    assert "quantization_annotation" not in add.meta
+    assert "quantization_annotation" in mul.meta
+
+
+def test_only_graph_values_can_be_float_tensors() -> None:
+    gm = exported(IntCat(), (torch.randn(2, 6), _ids(0)))
+    x, ids = (n for n in gm.graph.nodes if n.op == "placeholder")
+    assert is_float_tensor(x) and not is_float_tensor(ids)
+    assert not any(is_float_tensor(v) for v in (1.0, None, torch.randn(2)))

@@ -212,3 +212,129 @@ class EvenSame(nn.Module):
 def test_asymmetric_same_padding_is_refused_naming_the_call(backends: None) -> None:
     with pytest.raises(ValueError, match=r"conv2d.*padding='same' with kernel \(2, 2\)"):
         qcore.fx.prepare(EvenSame().eval(), "fxnative", torch.randn(1, 3, 6, 6))
+
+
+def _one_hot_linear(seed: int) -> nn.Linear:
+    """A layer no uint8 input can overflow: one large weight per output channel."""
+    layer = nn.Linear(16, 8)
+    with torch.no_grad():
+        one_hot = torch.zeros(8, 16)
+        one_hot[torch.arange(8), torch.arange(0, 16, 2)] = 1.0
+        layer.weight.copy_(one_hot + _param(8, 16, seed=seed, gain=1e-3))
+    return layer
+
+
+class AfterOps(nn.Module):
+    """Two layers no input can overflow: ``flat`` is fed by ``flatten(1)`` (an integer
+    argument, but an op with its own observed qparams), ``scaled`` by ``* 0.5`` (torch's
+    ``mul_scalar`` derives its output qparams from its input, ignoring the observer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flat = _one_hot_linear(11)
+        self.scaled = _one_hot_linear(12)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.flat(x.flatten(1)), self.scaled(F.relu(x.flatten(1) * 0.5))
+
+
+def _scales(converted: nn.Module, layer: str) -> Tensor:
+    return converted.get_submodule(layer).weight().q_per_channel_scales()
+
+
+def test_only_layers_whose_input_qparams_are_known_take_a_chosen_range(backends: None) -> None:
+    """The documented rule: a layer that no input can overflow keeps the full range
+    (scale = amax / 127.5) when its input's qparams are its observer's; after an op
+    whose qparams torch derives (a scalar ``mul``), it keeps the safe range (63.5)."""
+    model = AfterOps().eval()
+    batches = [torch.rand(8, 4, 4, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    for name in ("flat", "scaled"):
+        weight = model.get_submodule(name).weight.detach()
+        assert not bool(pairs.any_input_can_overflow(pairs.full_range_codes(weight)).any())
+    with host.targeting("avx2"):
+        converted = qcore.fx.quantize(model, "fxnative", batches)
+    amax = {n: model.get_submodule(n).weight.detach().abs().amax(1).double() for n in ("flat", "scaled")}
+    torch.testing.assert_close(_scales(converted, "flat"), amax["flat"] / 127.5)
+    torch.testing.assert_close(_scales(converted, "scaled"), amax["scaled"] / 63.5)
+
+
+def test_a_layer_fed_an_already_quantized_input_keeps_the_safe_range(backends: None) -> None:
+    """No observer precedes a layer whose model input arrives quantized
+    (``input_quantized_indexes``): nothing was recorded, so the safe range it is."""
+    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+
+    model = nn.Sequential(_one_hot_linear(13)).eval()
+    x = torch.rand(8, 16, generator=torch.Generator().manual_seed(0))
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(
+            model, "fxnative", x,
+            prepare_custom_config=PrepareCustomConfig().set_input_quantized_indexes([0]),
+        )
+        layer = next(n for n in prepared.graph.nodes if n.target == "0")
+        assert layer.args[0].op == "placeholder"  # no observer between
+        with torch.no_grad():
+            prepared(x)
+        converted = qcore.fx.convert(prepared)
+    assert qcore.fx.weight_ranges(converted) == {}
+    torch.testing.assert_close(_scales(converted, "0"), model[0].weight.detach().abs().amax(1).double() / 63.5)
+
+
+class SameConv(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(16, 8, 3, padding="same")
+        with torch.no_grad():
+            self.conv.weight.copy_(_param(8, 16, 3, 3, seed=14, gain=1.0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.conv(x)
+
+
+def test_a_conv_module_with_same_padding_narrows_what_overflows(backends: None) -> None:
+    """Against brute force on every output position (all 128 are sampled), the input
+    padded with the zero point's code as 'same' pads it: the documented per-channel rule.
+    (The reference representation: torch's native quantized conv rejects 'same'.)"""
+    model = SameConv().eval()
+    x = torch.rand(2, 16, 8, 8, generator=torch.Generator().manual_seed(15)) * 3
+    with host.targeting("avx2"):
+        converted = qcore.fx.quantize(model, "fxref", [x])
+    scale, zero_point = _input_qparams(converted, "conv")
+    rows = pairs.conv_rows(pairs.input_codes(x, scale, zero_point), (3, 3), 1, zero_point)
+    weight = model.conv.weight.detach()
+    halves = pairs.expected_half_ranges(rows, weight)
+    assert sum(h < 127.5 for h in halves) > 0
+    expected = weight.reshape(8, -1).abs().amax(1).double() / torch.tensor(halves, dtype=torch.float64)
+    torch.testing.assert_close(converted.conv.weight_scale.double(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.quint8, torch.qint8])
+def test_only_layers_with_uint8_inputs_take_part(dtype: torch.dtype) -> None:
+    """The emulation is of uint8 x int8 kernels: a layer whose input observer is signed
+    (int8 activations, another kernel's business) keeps the safe range untouched."""
+    from torch.ao.quantization import MinMaxObserver, QConfig, QConfigMapping
+    from torch.ao.quantization.backend_config import (
+        BackendConfig,
+        BackendPatternConfig,
+        DTypeConfig,
+        ObservationType,
+    )
+
+    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.int8.weight_ranges import TargetWeightObserver
+
+    config = BackendConfig("signed").set_backend_pattern_config(
+        BackendPatternConfig(nn.Linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(DTypeConfig(input_dtype=dtype, output_dtype=dtype, weight_dtype=torch.qint8))
+        .set_root_module(nn.Linear)
+        .set_reference_quantized_module(torch.ao.nn.quantized.reference.Linear)
+    )
+    mapping = QConfigMapping().set_global(
+        QConfig(activation=MinMaxObserver.with_args(dtype=dtype), weight=TargetWeightObserver)
+    )
+    prepared = prepare_fx(nn.Sequential(nn.Linear(16, 8)).eval(), mapping, (torch.randn(2, 16),),
+                          backend_config=config)
+    observer = next(n for n in prepared.graph.nodes if n.target == "0").args[0]
+    assert observer.op == "call_module"  # observed in both cases, with dtype's observer
+    layers = [(layer.node.target, layer.input_observer) for layer in weighted_layers(prepared)]
+    assert layers == ([("0", observer.target)] if dtype == torch.quint8 else [])

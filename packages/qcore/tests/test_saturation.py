@@ -7,6 +7,7 @@ torch's own convolutions, and, on a host without VNNI, oneDNN's int8 kernels the
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 
 import int16_pairs as pairs
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 
 from qcore import host
 from qcore.engine import quantized_engine
+from qcore.int8 import saturation
 from qcore.int8.saturation import (
     INT16_MAX,
     SAFE_HALF_RANGE,
@@ -24,6 +26,7 @@ from qcore.int8.saturation import (
     choose_weight_ranges,
     emulate_accumulators,
     never_overflow_half_ranges,
+    range_cost_db,
     weight_codes,
     worst_case_pair_sum,
 )
@@ -100,6 +103,30 @@ def test_sampled_rows_are_real_input_patches(dims: int, geometry: Geometry) -> N
         assert (positions - outputs).abs().amax(1).min() < 1e-4
 
 
+@pytest.mark.parametrize(("dims", "geometry"), GEOMETRIES)
+def test_few_positions_give_every_input_patch_in_output_order(dims: int, geometry: Geometry) -> None:
+    """With no more positions than ``count``, the rows are all of them, in torch's output
+    order (batch, then positions): row ``i`` times the weight is output position ``i`` of
+    torch's conv, and there are exactly as many rows as positions (a padding resolved
+    wrongly shifts the patches or drops positions)."""
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 4, *([7] * dims), generator=gen, dtype=torch.float64)
+    w = torch.randn(6, 4 // geometry.groups, *([3] * dims), generator=gen, dtype=torch.float64)
+    conv = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
+    reference = conv(x, w, None, geometry.stride, geometry.padding, geometry.dilation,
+                     geometry.groups)
+    positions = reference.movedim(1, -1).reshape(-1, 6)  # (batch * positions, out channels)
+    rows = _rows(x, w, geometry, count=10_000, seed=0)
+    assert rows.shape == (positions.shape[0], 4, 3**dims)
+    per_group, flat = 6 // geometry.groups, w.reshape(6, w.shape[1], -1)
+    outputs = torch.cat([
+        torch.einsum("sct,oct->so", rows[:, g * w.shape[1]:(g + 1) * w.shape[1]],
+                     flat[g * per_group:(g + 1) * per_group])
+        for g in range(geometry.groups)
+    ], 1)
+    torch.testing.assert_close(outputs, positions, rtol=0, atol=1e-10)
+
+
 def _relu_like(shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) * 3
 
@@ -150,6 +177,33 @@ def test_choice_narrows_overflowing_channels_and_is_never_worse(zero_point: int)
     full = _emulated_output(x, w, [127.5] * 16, (scale, zero_point))
     narrowed = _emulated_output(x, w, expected, (scale, zero_point))
     assert sqnr(reference, narrowed) > sqnr(reference, full) + 3
+    # the evidence the choice reports, recomputed by brute force on the same positions
+    assert choice.sqnr_full == pytest.approx(sqnr(reference, full), abs=0.01)
+    assert choice.sqnr_chosen == pytest.approx(sqnr(reference, narrowed), abs=0.01)
+    for codes, reported in ((pairs.full_range_codes(w), choice.saturated), (chosen, choice.saturated_chosen)):
+        flat = codes.reshape(16, -1, 9)
+        exact = torch.einsum("sct,oct->so", rows, flat)
+        clamped = pairs.saturated_accumulators(rows, flat) != exact
+        assert reported == pytest.approx(float(clamped.double().mean()), abs=1e-12)
+    assert choice.saturated > 0 and choice.saturated_chosen == 0
+
+
+def test_linear_choice_follows_the_documented_rule_on_every_row() -> None:
+    """A linear layer on a 3-D input (every row of every batch is a reduction input):
+    with no more rows than ``samples`` all are used, and the choice is the documented rule
+    on the brute-force pair sums; with fewer samples, a subset of the rows can only show
+    lower peaks, so no channel gets a narrower range than with all of them."""
+    gen = torch.Generator().manual_seed(16)
+    w = torch.randn(16, 48, generator=gen)
+    x = torch.rand(4, 30, 48, generator=gen) * 2  # 120 rows
+    qparams = (2 / 255, 0, 0, 255)
+    rows = pairs.linear_rows(pairs.input_codes(x, 2 / 255, 0))
+    expected = pairs.expected_half_ranges(rows, w)
+    assert 0 < sum(h < 127.5 for h in expected) < 16
+    assert list(choose_weight_ranges(w, x, qparams, Geometry.linear()).half_ranges) == expected
+    subset = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40)
+    assert all(s >= e for s, e in zip(subset.half_ranges, expected, strict=True))
+    assert list(subset.half_ranges) != [127.5] * 16  # 40 rows still show overflows
 
 
 @pytest.mark.parametrize("spike", [(0, 0), (3, 17), (9, 9), (13, 7), (16, 2), (19, 19)])
@@ -169,6 +223,62 @@ def test_every_position_is_seen_when_there_are_few(spike: tuple[int, int]) -> No
     expected = pairs.expected_half_ranges(rows, w)
     assert expected[0] < 127.5  # the spike overflows at full range
     assert list(choice.half_ranges) == expected
+
+
+@pytest.mark.parametrize("chunk", [1 << 6, 1 << 23])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_emulation_in_chunks_misses_no_output_channel(
+    monkeypatch: pytest.MonkeyPatch, chunk: int, groups: int
+) -> None:
+    """Large layers are emulated a block of output channels at a time: with blocks of one
+    channel (more output channels than input channels) and of all of them, every
+    accumulator equals the brute-force int16 pair sums."""
+    monkeypatch.setattr(saturation, "_CHUNK_ELEMENTS", chunk)
+    gen = torch.Generator().manual_seed(11)
+    rows = torch.randint(0, 256, (7, 4 * groups, 3), generator=gen)
+    codes = torch.randint(-128, 128, (6 * groups, 4, 3), generator=gen)
+    got = emulate_accumulators(rows, codes, groups=groups)
+    expected = torch.cat([
+        pairs.saturated_accumulators(rows[:, 4 * g : 4 * (g + 1)], codes[6 * g : 6 * (g + 1)])
+        for g in range(groups)
+    ], 1)
+    assert torch.equal(got, expected.double())
+    assert not torch.equal(got, emulate_accumulators(rows, codes, groups, saturate=False))
+
+
+def _range_cost_by_hand(
+    weight: torch.Tensor, halves: list[float], moments: tuple[float, float], input_noise: float
+) -> float:
+    """The documented noise model, written out per output channel."""
+    mean, mean_square = moments
+    variance = mean_square - mean**2
+    w = weight.double().reshape(weight.shape[0], -1)
+
+    def total(half_ranges: list[float]) -> float:
+        codes, scale = pairs.codes_for(weight, half_ranges)
+        noise = 0.0
+        for o in range(w.shape[0]):
+            error = codes.reshape(w.shape)[o].double() * scale[o] - w[o]
+            noise += variance * float((error**2).sum()) + mean**2 * float(error.sum()) ** 2
+            noise += input_noise * float((w[o] ** 2).sum())
+        return noise
+
+    return max(0.0, 10 * math.log10(total(halves) / total([127.5] * w.shape[0])))
+
+
+@pytest.mark.parametrize("shape", [(6, 10), (4, 3, 3, 3)])
+@pytest.mark.parametrize(("moments", "input_noise"), [((0.5, 0.4), 1e-4), ((-0.2, 2.0), 0.0), ((1.0, 1.0), 3e-3)])
+def test_range_cost_is_the_documented_noise_model(
+    shape: tuple[int, ...], moments: tuple[float, float], input_noise: float
+) -> None:
+    weight = torch.randn(*shape, generator=torch.Generator().manual_seed(13))
+    halves = [63.5, 127.5, 95.5, 79.5, 111.5, 63.5][: shape[0]]
+    expected = _range_cost_by_hand(weight, halves, moments, input_noise)
+    assert expected > 0.01  # narrowing costs something here
+    assert range_cost_db(weight, halves, 127.5, moments, input_noise) == pytest.approx(expected, rel=1e-9)
+    # the full range costs nothing, and a range finer than the full one is no cost either
+    assert range_cost_db(weight, [127.5] * shape[0], 127.5, moments, input_noise) == 0.0
+    assert range_cost_db(weight, [127.5] * shape[0], 63.5, moments, input_noise) == 0.0
 
 
 @pytest.fixture

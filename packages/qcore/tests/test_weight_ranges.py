@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import int16_pairs as pairs
 import torch
 from torch.ao.quantization import (
     FusedMovingAvgObsFakeQuantize,
@@ -17,6 +18,7 @@ from qcore.int8.weight_ranges import (
     SAFE_QRANGE,
     TargetWeightObserver,
     applying,
+    fit_qconfig,
     fit_qconfig_mapping,
 )
 
@@ -91,3 +93,28 @@ def test_qat_fake_quants_train_with_the_safe_range() -> None:
     fake_quant(WEIGHT)
     scale, _ = fake_quant.calculate_qparams()
     torch.testing.assert_close(scale, AMAX / 63.5)
+
+
+def test_a_weight_range_that_can_overflow_is_made_safe_and_a_safe_one_is_kept() -> None:
+    """Brute force on the codes: [-80, 80] weights can overflow an int16 pair (255 * 80 *
+    2 > 32767), so the fitted observer's codes must not; [-64, 63] ones cannot, so the
+    observer is torch's, untouched."""
+    from torch.ao.quantization import QConfig, default_observer
+
+    wide = PerChannelMinMaxObserver.with_args(
+        dtype=torch.qint8, qscheme=torch.per_channel_symmetric, quant_min=-80, quant_max=80
+    )
+    torch_scale = _scales(wide())
+    torch_codes = torch.round(WEIGHT / torch_scale.reshape(-1, 1, 1, 1))
+    assert bool(pairs.any_input_can_overflow(torch_codes).any())
+    with host.targeting("avx2"):
+        fitted = fit_qconfig(QConfig(activation=default_observer, weight=wide))
+    scale = _scales(fitted.weight())
+    codes = torch.round(WEIGHT / scale.reshape(-1, 1, 1, 1))
+    assert not bool(pairs.any_input_can_overflow(codes).any())
+    narrow = PerChannelMinMaxObserver.with_args(
+        dtype=torch.qint8, qscheme=torch.per_channel_symmetric, quant_min=-64, quant_max=63
+    )
+    with host.targeting("avx2"):
+        kept = fit_qconfig(QConfig(activation=default_observer, weight=narrow))
+    assert kept.weight is narrow

@@ -109,6 +109,25 @@ class LinearResidual(nn.Module):
         return self.b(y) + y
 
 
+class ConvBranches(nn.Module):
+    """Conv branches added: one conv's int8 output is the other's residual, a fresh buffer
+    nobody reads again, so the add (+ relu + quantize) runs in place on it; the last add
+    has a float output, so it runs in place on the dequantized residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.c3 = nn.Conv2d(8, 8, 1)
+        self.c4 = nn.Conv2d(8, 8, 1)
+        self.c5 = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.c1(x))
+        z = F.relu(self.c2(y) + self.c3(y))
+        return self.c4(z) + self.c5(y)
+
+
 class PoolCat(nn.Module):
     """Max-pool, cat and flatten on int8 codes between quantized convs."""
 

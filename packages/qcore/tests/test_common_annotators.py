@@ -1,0 +1,444 @@
+"""qcore.annotation.common: the common annotators, node by node.
+
+Where upstream annotates the same way, the reference is torchao 0.18's own XNNPACK
+quantizer (``torchao.testing.pt2e._xnnpack_quantizer``: its annotators, its
+``propagate_annotation``), run on the same exported graph with the same config. Where this
+project deliberately differs (cat's qparams source, more share-qparams ops, transposed
+weights per channel on axis 1, scoping) or upstream has no annotator (plain
+``conv_transpose``, ``addmm``), the expected annotations are written out here from the
+rules the module documents.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.fx import GraphModule
+from torchao.quantization.pt2e.quantizer import QuantizationConfig
+from torchao.testing.pt2e._xnnpack_quantizer import (
+    XNNPACKQuantizer,
+    get_symmetric_quantization_config,
+)
+
+from qcore.annotation.common import (
+    addmm_to_linear,
+    computing,
+    propagate_shared_qparams,
+    scalars_to_attrs,
+)
+from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.testing.pt2e import (
+    annotate,
+    differences,
+    exported,
+    quantizing,
+    spec_text,
+)
+
+aten = torch.ops.aten
+
+
+class Common(RegistryQuantizer):
+    """The ``"common"`` namespace as XNNPACK runs it: scalars lifted, qparams propagated."""
+
+    namespace = "common"
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        return scalars_to_attrs(model)
+
+    def finalize(self, model: GraphModule) -> None:
+        propagate_shared_qparams(model)
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # upstream's quantizer warns that it is deprecated
+        yield
+
+
+def _config(qat: bool = False) -> QuantizationConfig:
+    return get_symmetric_quantization_config(is_per_channel=True, is_qat=qat)
+
+
+def _labels(config: QuantizationConfig) -> dict[str | None, str]:
+    """Spec text -> a short name: ``act`` / ``out`` are the same spec in these configs."""
+    return {
+        spec_text(config.input_activation): "act",
+        spec_text(config.weight): "weight",
+        None: "none",
+    }
+
+
+def _short(annotated: dict[str, Any], config: QuantizationConfig) -> dict[str, Any]:
+    """``quantizing(annotated)`` with specs as ``act``/``weight``/``none``/``shared(...)``,
+    and a transposed conv's per-channel weight spec as ``weight@1``."""
+    names = _labels(config)
+    axis1 = spec_text(config.weight).replace("axis=0", "axis=1")  # type: ignore[union-attr]
+
+    def short(text: str | None) -> str:
+        if text == axis1:
+            return "weight@1"
+        return names.get(text, text or "none")
+
+    result: dict[str, Any] = {}
+    for node, entry in quantizing(annotated).items():
+        item: dict[str, Any] = {}
+        if "inputs" in entry:
+            item["inputs"] = {k: short(v) for k, v in entry["inputs"].items()}
+        if "output" in entry:
+            item["output"] = short(entry["output"])
+        result[node] = item
+    return result
+
+
+# -- against torchao's XNNPACK quantizer ------------------------------------------------
+
+
+class ConvChain(nn.Module):
+    """conv → relu; a conv whose value escapes to a relu and another conv (no fusion); a
+    conv without bias; non-share ops (sigmoid) and share ops (max_pool2d, flatten) after
+    quantized outputs; a relu after a quantized output, left to propagation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 4, 3)
+        self.c2 = nn.Conv2d(4, 4, 1)
+        self.c3 = nn.Conv2d(4, 4, 1, bias=False)
+        self.c4 = nn.Conv1d(4, 4, 3)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        y = F.relu(self.c1(x))
+        z = self.c2(y)
+        w = self.c3(z)
+        pooled = F.max_pool2d(F.relu(z), 2).flatten(1)
+        return torch.sigmoid(w), F.relu(w), pooled, self.c4(w.flatten(2))
+
+
+class LinearMix(nn.Module):
+    """linear → relu, linear without bias, add/mul of two tensors, with a relu or not,
+    a relu after an add whose value escapes, and binary ops with Python scalars."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8, bias=False)
+        self.c = nn.Linear(8, 4)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        h = F.relu(self.a(x))
+        g = self.b(h)
+        s = g + h
+        return self.c(s) * 0.5, F.relu(g * h), F.relu(g + 1.0), F.relu(s), torch.tanh(g)
+
+
+class ConvBn(nn.Module):
+    """QAT graphs: conv2d → bn → relu, conv2d (no bias) → bn, conv1d → bn → relu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+        self.c2, self.b2 = nn.Conv2d(4, 4, 1, bias=False), nn.BatchNorm2d(4)
+        self.c3, self.b3 = nn.Conv1d(4, 4, 1), nn.BatchNorm1d(4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.b1(self.c1(x)))
+        z = self.b2(self.c2(y))
+        return F.relu(self.b3(self.c3(z.flatten(2))))
+
+
+UPSTREAM_CASES = {
+    "conv_chain": (ConvChain, (torch.randn(1, 3, 8, 8),)),
+    "linear_mix": (LinearMix, (torch.randn(2, 8),)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UPSTREAM_CASES))
+def test_annotations_equal_torchaos_xnnpack_quantizer(case: str) -> None:
+    model_cls, example = UPSTREAM_CASES[case]
+    config = _config()
+    torch.manual_seed(0)
+    ours = annotate(Common().set_global(config), exported(model_cls().eval(), example))
+    torch.manual_seed(0)
+    theirs = annotate(XNNPACKQuantizer().set_global(config), exported(model_cls().eval(), example))
+    assert differences(theirs, ours, names=("torchao", "ours")) == {}
+    assert len(quantizing(ours)) >= 8  # the comparison covers real annotations
+
+
+def test_qat_conv_bn_annotations_equal_torchaos_xnnpack_quantizer() -> None:
+    """On a graph exported in training mode, batch norms unfolded (as QAT sees them)."""
+    config, example = _config(qat=True), (torch.randn(2, 3, 8, 8),)
+    torch.manual_seed(0)
+    ours = annotate(Common().set_global(config), exported(ConvBn().train(), example))
+    torch.manual_seed(0)
+    theirs = annotate(XNNPACKQuantizer().set_global(config), exported(ConvBn().train(), example))
+    assert differences(theirs, ours, names=("torchao", "ours")) == {}
+    short = _short(ours, config)
+    # each conv observes its input and weight; each pattern's last node its output
+    assert {n for n, e in short.items() if "weight" in e.get("inputs", {}).values()} == {
+        "conv2d",
+        "conv2d_1",
+        "conv1d",
+    }
+    assert {n for n, e in short.items() if e.get("output") == "act"} == {
+        "relu",
+        "batch_norm_1",
+        "relu_1",
+    }
+
+
+# -- the project's own rules, written out -------------------------------------------------
+
+
+class Shares(nn.Module):
+    """A quantized conv feeding share-qparams ops (permute, reshape: this project's list
+    is longer than upstream's), a non-share op (sigmoid) and a share op after that; a cat whose
+    first input is unquantized and whose second traces back to the conv through a relu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x: Tensor, y: Tensor) -> tuple[Tensor, ...]:
+        c = self.conv(x)
+        flat = c.permute(0, 2, 3, 1).reshape(-1, 4)
+        squashed = torch.sigmoid(flat).transpose(0, 1)
+        joined = torch.cat([y, F.relu(c)], 1)
+        return flat, squashed, joined, torch.cat([y, x], 1)
+
+
+def test_share_qparams_ops_and_cat_follow_the_quantized_producer() -> None:
+    config = _config()
+    example = (torch.randn(1, 3, 4, 4), torch.randn(1, 2, 4, 4))
+    got = _short(annotate(Common().set_global(config), exported(Shares().eval(), example)), config)
+    assert got == {
+        "conv2d": {
+            "inputs": {"x": "act", "conv_weight": "weight", "conv_bias": "none"},
+            "output": "act",
+        },
+        # share ops after a quantized output share it, down the chain
+        "permute": {"inputs": {"conv2d": "shared(conv2d)"}, "output": "shared(conv2d)"},
+        "reshape": {"inputs": {"permute": "shared(permute)"}, "output": "shared(permute)"},
+        "relu": {"inputs": {"conv2d": "shared(conv2d)"}, "output": "shared(conv2d)"},
+        # cat: qparams owned by the first input that traces back to a quantized output
+        "cat": {"inputs": {"relu": "act", "y": "shared(relu->cat)"}, "output": "shared(relu->cat)"},
+        # none does: the first input owns them
+        "cat_1": {"inputs": {"y": "act", "x": "shared(y->cat_1)"}, "output": "shared(y->cat_1)"},
+    }  # sigmoid and the transpose after it stay float
+
+
+class Pools(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.pool_conv = nn.AdaptiveAvgPool2d(1)
+        self.pool_input = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        c = self.conv(x)
+        return self.pool_conv(c), self.pool_input(x), F.max_pool2d(c, 2), F.max_pool2d(x, 2)
+
+
+def test_pools_share_an_annotated_producers_qparams() -> None:
+    """adaptive_avg_pool2d shares its producer's qparams when that is quantized, else
+    observes its input; max_pool2d shares an annotated producer's and is left alone
+    after an unquantized one."""
+    config = _config()
+    gm = exported(Pools().eval(), (torch.randn(1, 3, 4, 4),))
+    got = _short(annotate(Common().set_global(config), gm), config)
+    assert got == {
+        "conv2d": {
+            "inputs": {"x": "act", "conv_weight": "weight", "conv_bias": "none"},
+            "output": "act",
+        },
+        "adaptive_avg_pool2d": {
+            "inputs": {"conv2d": "shared(conv2d)"},
+            "output": "shared(conv2d->adaptive_avg_pool2d)",
+        },
+        "adaptive_avg_pool2d_1": {
+            "inputs": {"x": "act"},
+            "output": "shared(x->adaptive_avg_pool2d_1)",
+        },
+        "max_pool2d": {"inputs": {"conv2d": "shared(conv2d)"}, "output": "shared(conv2d)"},
+    }
+
+
+class Transposed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain = nn.ConvTranspose2d(4, 6, 2)
+        self.fused = nn.ConvTranspose2d(6, 4, 2, bias=False)
+        self.grouped = nn.ConvTranspose2d(4, 4, 2, groups=2)
+        self.conv3d = nn.Conv3d(2, 2, 1)
+
+    def forward(self, x: Tensor, v: Tensor) -> tuple[Tensor, ...]:
+        return F.relu(self.fused(self.plain(x))), self.grouped(x), F.relu(self.conv3d(v))
+
+
+def test_transposed_convs_are_per_channel_on_axis_1_and_one_group_only() -> None:
+    config = _config()
+    example = (torch.randn(1, 4, 4, 4), torch.randn(1, 2, 2, 2, 2))
+    got = _short(
+        annotate(Common().set_global(config), exported(Transposed().eval(), example)), config
+    )
+    assert got == {
+        "conv_transpose2d": {
+            "inputs": {"x": "act", "plain_weight": "weight@1", "plain_bias": "none"},
+            "output": "act",
+        },
+        "conv_transpose2d_1": {"inputs": {"conv_transpose2d": "act", "fused_weight": "weight@1"}},
+        "relu": {"output": "act"},
+        "conv3d": {"inputs": {"v": "act", "conv3d_weight": "weight", "conv3d_bias": "none"}},
+        "relu_1": {"output": "act"},
+    }  # the grouped transposed conv stays float
+
+
+class Scoped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Sequential(nn.Linear(4, 4))
+        self.c = nn.Conv2d(1, 1, 1)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.b(self.a(x)), self.c(x[None])
+
+
+def _quantized_nodes(quantizer: RegistryQuantizer) -> set[str]:
+    gm = exported(Scoped().eval(), (torch.randn(1, 4, 4),))
+    return set(quantizing(annotate(quantizer, gm)))
+
+
+def _in_a(node: torch.fx.Node) -> bool:
+    return any(path == "a" for path, _ in node.meta.get("nn_module_stack", {}).values())
+
+
+def test_scopes_leave_what_they_exclude_in_float() -> None:
+    """A ``None`` config leaves its scope in float; a scoped config quantizes only its
+    scope; the filter function applies to every pass."""
+    config = _config()
+    assert _quantized_nodes(Common().set_global(config)) == {"linear", "linear_1", "conv2d"}
+    assert _quantized_nodes(Common().set_global(config).set_module_name("b", None)) == {
+        "linear",
+        "conv2d",
+    }
+    assert _quantized_nodes(Common().set_module_name("b", config)) == {"linear_1"}
+    no_linears = Common().set_global(config).set_module_type(nn.Linear, None)
+    assert _quantized_nodes(no_linears) == {"conv2d"}
+    not_a = Common().set_global(config).set_filter_function(lambda n: not _in_a(n))
+    assert _quantized_nodes(not_a) == {"linear_1", "conv2d"}
+
+
+class Gru(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(4, 6)
+        self.fc = nn.Linear(6, 2)
+
+    def forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        y, hn = self.gru(x, h)
+        return self.fc(y), hn
+
+
+def test_gru_io_only_is_opt_in_and_quantizes_the_grus_inputs_and_outputs() -> None:
+    """Against torchao's XNNPACK quantizer, which runs the same annotator by default. Both
+    write the GRU's two input specs into one annotation of the GRU node, one after the
+    other, in the order of a set: which input keeps its spec is not defined, so that node
+    is compared only for holding one of them."""
+    config, example = _config(), (torch.randn(5, 1, 4), torch.randn(1, 1, 6))
+    torch.manual_seed(0)
+    ours = annotate(
+        Common().set_global(config).enable("gru_io_only"), exported(Gru().eval(), example)
+    )
+    torch.manual_seed(0)
+    theirs = annotate(XNNPACKQuantizer().set_global(config), exported(Gru().eval(), example))
+    diff = differences(theirs, ours, names=("torchao", "ours"))
+    assert set(diff) <= {"gru"}, diff
+    short = _short(ours, config)
+    assert short["gru"]["inputs"] in ({"x": "act"}, {"h": "act"})
+    assert short["getitem"] == short["getitem_1"] == {"output": "act"}
+    assert set(short) == {"gru", "getitem", "getitem_1", "linear"}
+    torch.manual_seed(0)
+    default = annotate(Common().set_global(config), exported(Gru().eval(), example))
+    assert set(quantizing(default)) == {"linear"}  # opt-in: the GRU stays float
+
+
+class Addmm(nn.Module):
+    """Hugging Face's ``Conv1D``: ``addmm(bias, x, weight)`` with a parameter weight (then a
+    real linear); the same with a weight computed in the graph, and with ``beta`` other
+    than 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 4))
+        self.bias = nn.Parameter(torch.randn(4))
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor, w: Tensor) -> tuple[Tensor, ...]:
+        return (
+            self.fc(torch.addmm(self.bias, x, self.weight)),
+            torch.addmm(self.bias, x, w * 2),
+            torch.addmm(self.bias, x, self.weight, beta=0.5),
+        )
+
+
+def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
+    model, example = Addmm().eval(), (torch.randn(3, 8), torch.randn(8, 4))
+    gm = addmm_to_linear(exported(model, example))
+    ops = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert ops.count(aten.linear.default) == 2  # the converted addmm, and fc as it was
+    assert ops.count(aten.addmm.default) == 2  # a computed weight, and beta = 0.5
+    linear = next(n for n in gm.graph.nodes if n.target == aten.linear.default)
+    transposed = linear.args[1]
+    assert transposed.target == aten.t.default and transposed.args[0].op == "get_attr"
+    assert "aten.linear" in gm.code  # the module runs what its graph says
+    with torch.no_grad():
+        for got, expected in zip(gm(*example), model(*example), strict=True):
+            torch.testing.assert_close(got, expected)
+
+
+def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
+    """Static configs (QAT too) run the conv-bn annotators first and every static one;
+    dynamic configs the weighted ops that take run-time activation qparams; opt-in
+    annotators only when enabled."""
+    static = ["conv_bn_relu", "conv_bn", "conv_transpose_bn_relu", "conv_transpose_bn",
+              "linear_relu", "linear", "conv", "conv_transpose", "conv_relu",
+              "conv_transpose_relu", "adaptive_avg_pool2d", "add_relu", "add", "mul_relu",
+              "mul", "cat", "max_pool2d"]  # fmt: skip
+    quantizer = Common()
+    assert [a.name for a in quantizer.selected(_config())] == static
+    assert [a.name for a in quantizer.selected(_config(qat=True))] == static
+    dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    assert [a.name for a in quantizer.selected(dynamic)] == ["linear", "conv", "conv_transpose"]
+    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == [
+        *static,
+        "gru_io_only",
+    ]
+    assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
+    # what listings (``qcore show``) print for each: the QAT conv-bn ones are not static
+    marks = {a.name: a.marks for a in quantizer.annotators()}
+    assert {n for n, m in marks.items() if m == "qat-only"} == set(static[:4])
+    assert {n for n, m in marks.items() if m == "static dynamic"} == {"linear", "conv", "conv_transpose"}
+    assert marks["gru_io_only"] == "static opt-in"
+    assert set(marks) == {*static, "gru_io_only"}
+
+
+def test_computing_is_what_one_output_depends_on_among_the_nodes() -> None:
+    """A module called at two sites: each output computes from its own call's nodes only."""
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    a1 = graph.call_function(torch.relu, (x,))
+    b1 = graph.call_function(torch.neg, (a1,))
+    a2 = graph.call_function(torch.relu, (y,))
+    b2 = graph.call_function(torch.add, (a2, b1))
+    graph.output((b1, b2))
+    members = [a1, b1, a2, b2]
+    assert computing(b1, members) == {a1, b1}
+    assert computing(b2, members) == {a1, b1, a2, b2}
+    assert computing(b2, [a2, b2]) == {a2, b2}  # nothing outside the nodes given
