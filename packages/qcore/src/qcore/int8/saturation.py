@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from qcore.int8.noise import InputStatistics, LayerNoise, weight_codes
 from qcore.metrics import sqnr
 
 if TYPE_CHECKING:
@@ -192,53 +193,22 @@ def range_cost_db(
     input_noise: float,
 ) -> float:
     """How much more output noise a layer gets from ``half_ranges`` than from the full
-    range, in dB, counting both of its int8 noise sources per output channel: the weight
-    rounding errors ``dw`` met by the input (``Var[x] * sum(dw^2) + E[x]^2 * sum(dw)^2``,
-    ``input_moments = (E[x], E[x^2])``) and the input's rounding error met by the weights
-    (``input_noise = E[dx^2]``, about ``s_x^2 / 12`` but less where inputs sit on the
-    grid, like a ReLU's zeros, ``* sum(w^2)``). Narrow weights cost little where the
-    activations' noise dominates, which is most layers of a real network; bounding this
-    per layer bounds the network's output noise the same way.
+    range, in dB, counting both of its int8 noise sources (:class:`qcore.int8.noise.LayerNoise`:
+    the weight rounding met by the input, ``input_moments = (E[x], E[x^2])``, and the
+    input's rounding ``input_noise = E[dx^2]`` met by the weights). Narrow weights cost
+    little where the activations' noise dominates; bounding this per layer bounds the
+    network's output noise the same way.
     """
     import torch
 
-    w = weight.detach().double()
-    shape = (-1,) + (1,) * (w.dim() - 1)
-    activation_noise = input_noise * float((w**2).sum())
-
-    mean, mean_square = input_moments
-    variance = max(mean_square - mean * mean, 0.0)
-
-    def weight_noise(halves: Tensor | float) -> float:
-        codes, scales = weight_codes(w, halves)
-        error = (codes * scales.reshape(shape) - w).reshape(w.shape[0], -1)
-        per_channel = variance * (error**2).sum(1) + mean * mean * error.sum(1) ** 2
-        return float(per_channel.sum())
-
-    narrowed = weight_noise(torch.tensor(half_ranges, dtype=torch.float64)) + activation_noise
-    full = weight_noise(full_half_range) + activation_noise
+    layer = LayerNoise(weight, InputStatistics(*input_moments, input_noise))
+    activation_noise = layer.input_rounding()
+    narrowed = layer.weight_rounding(torch.tensor(half_ranges, dtype=torch.float64)).total
+    narrowed += activation_noise
+    full = layer.weight_rounding(full_half_range).total + activation_noise
     if narrowed <= full:
         return 0.0
     return 10 * math.log10(narrowed / full) if full > 0 else math.inf
-
-
-def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:
-    """Per-output-channel symmetric int8 codes and scales, ``scale = amax / half_range``.
-
-    The same arithmetic as torch's per-channel MinMax observer (scale floored at its eps)
-    and its reference quantization, which rounds half to even and clamps to the dtype
-    only (so the safe range's extreme weight is 64).
-    """
-    import torch
-
-    w = weight.detach().double()
-    amax = w.reshape(w.shape[0], -1).abs().amax(1)
-    eps = torch.finfo(torch.float32).eps
-    scales = torch.clamp(amax / torch.as_tensor(half_ranges, dtype=torch.float64), min=eps)
-    scales = scales.float().double()  # observers hold float32 scales
-    shape = (-1,) + (1,) * (w.dim() - 1)
-    codes = torch.clamp(torch.round(w / scales.reshape(shape)), -128, 127)
-    return codes, scales
 
 
 def _resolve_padding(
