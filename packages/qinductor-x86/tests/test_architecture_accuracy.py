@@ -1,5 +1,6 @@
-"""On a CPU without VNNI the x86 quantizer keeps torchao's accuracy on real architectures,
-and this package's lowering runs what it makes exactly.
+"""On a CPU without VNNI the x86 quantizer's accuracy-first rule (``weight_rule="per_layer"``)
+keeps torchao's accuracy on real architectures, and this package's lowering runs what the
+quantizer makes exactly (the default rule's bound: test_budgeted_default.py).
 
 The replicas of ``qcore.testing.architectures`` (torchvision's block structure and weight
 initialisation) are quantized for an AVX2 target by this package's quantizer and by
@@ -40,7 +41,7 @@ def shufflenet() -> tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]:
 @pytest.mark.parametrize("name", ARCHITECTURES)
 def test_within_a_decibel_of_torchaos_eager_accuracy(name: str) -> None:
     with qcore.host.targeting("avx2"):
-        ours, model, held_out = _quantize(name, "x86")
+        ours, model, held_out = _quantize(name, qcore.get_quantizer("x86", weight_rule="per_layer"))
         theirs, _, _ = _quantize(name, "torchao")
     with torch.no_grad():
         expected = model(*held_out)
