@@ -13,6 +13,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from _qcore_torch.identity import CORE_DISTRIBUTION, foreign_qcore_reason
+
 from qcore import cli_errors
 from qcore._version import __version__
 from qcore.cli_errors import CommandError
@@ -28,13 +30,7 @@ from qcore.extras import (
     require_extra,
     require_pt2e,
 )
-from qcore.plugin_api import (
-    CORE_DISTRIBUTION,
-    GROUPS,
-    PLUGIN_API_VERSION,
-    PT2E_EXTRA,
-    foreign_qcore_reason,
-)
+from qcore.plugin_api import GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
 from qcore.plugins import REGISTRY
 from qcore.tables import terminal_width
 

@@ -14,8 +14,10 @@ import importlib.util
 from collections.abc import Sequence
 from importlib import metadata
 
+from _qcore_torch.identity import CORE_DISTRIBUTION
+
 from qcore.errors import MissingExtraError
-from qcore.plugin_api import CORE_DISTRIBUTION, PT2E_EXTRA
+from qcore.plugin_api import PT2E_EXTRA
 
 #: The torchao module the PT2E API is built on (Quantizer, prepare_pt2e, observers).
 PT2E_MODULE = "torchao.quantization.pt2e"
