@@ -164,7 +164,11 @@ def never_overflow_half_ranges(
     ``min(full, (L - 0.5) * amax / P)`` unless its full-range codes already cannot
     overflow. That is the full range wherever the largest weight's neighbours are small
     or of the other sign, and never below the safe range (``P <= 2 * amax``). The result
-    is checked on the actual codes (float32 scales).
+    is checked on the codes (float32 scales), with every weight within
+    :data:`_TIE_MARGIN` of a rounding tie rounded away from zero: the converted model's
+    quantize computes its scale and the quotient in float32 its own way, and may round
+    such a weight up where float64 rounds it down (a pair of 129 on a never-overflow
+    layer, seen on MobileNetV3).
     """
     import torch
 
@@ -172,17 +176,33 @@ def never_overflow_half_ranges(
     limit = INT16_MAX // act_max
     amax = w.reshape(w.shape[0], -1).abs().amax(1)
     peak = _worst_pair_per_channel(w, 1).double()
-    full_codes, _ = weight_codes(w, full_half_range)
-    safe_at_full = _worst_pair_per_channel(full_codes, act_max) <= INT16_MAX
+    safe_at_full = _worst_pair_per_channel(_codes_near_ties_up(w, full_half_range), act_max) <= INT16_MAX
     bound = (limit - 0.5) * amax / peak.clamp(min=1e-300)
     halves = torch.where(safe_at_full, full_half_range, bound.clamp(max=full_half_range))
     for _ in range(8):
-        codes, _ = weight_codes(w, halves)
+        codes = _codes_near_ties_up(w, halves)
         over = _worst_pair_per_channel(codes, act_max) > INT16_MAX
         if not bool(over.any()):
             break
         halves = torch.where(over, halves * (1 - 1 / 256), halves)
     return tuple(float(h) for h in halves)
+
+
+#: How close to a rounding tie (in codes) a weight counts as rounding away from zero when
+#: a range is checked: float32 scales and quotients differ from float64 by far less.
+_TIE_MARGIN = 1e-3
+
+
+def _codes_near_ties_up(weight: Tensor, half_ranges: Tensor | float) -> Tensor:
+    """:func:`weight_codes`, with every weight within :data:`_TIE_MARGIN` of a tie
+    rounded away from zero (the largest codes any float32 quantize of it can give)."""
+    import torch
+
+    _, scales = weight_codes(weight, half_ranges)
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+    quotient = weight / scales.reshape(shape)
+    magnitude = torch.floor(quotient.abs() + 0.5 + _TIE_MARGIN)
+    return torch.clamp(torch.sign(quotient) * magnitude, -128, 127)
 
 
 def range_cost_db(
