@@ -1,11 +1,15 @@
-"""Eager SQNR of the x86 quantizer's weight rules on a CPU without VNNI, against torchao's.
+"""Eager accuracy and doubled work of the x86 quantizer's weight rules on a CPU without
+VNNI, against torchao's.
 
 For every replica in ``qcore.testing.architectures`` (seeded random weights), quantized for
-an ``avx2`` target: torchao 0.18's ``X86InductorQuantizer`` (full-range weights), ours with
-``never_overflow`` weights, and ours with ``per_layer`` at two budgets. Each cell is the
-eager converted model's SQNR against float on a held-out batch (what the x86 lowering
-computes exactly) and how many weighted layers can overflow an int16 pair, i.e. run on a
-doubled reduction under the lowering.
+an ``avx2`` target with three calibration batches: torchao 0.18's ``X86InductorQuantizer``
+(full-range weights) and ours with ``never_overflow``, ``budgeted`` (the default) and
+``per_layer`` (accuracy first). Each cell is the eager converted model's SQNR against
+float on held-out batch 50 (what the x86 lowering computes exactly; the mean over batches
+50-53 in the second table), and the multiply-adds the lowering would add by doubling the
+ops that can still overflow an int16 pair, in percent of the model's int8 multiply-adds
+(read from the converted graph: int8 weight codes and each input's quant_max, pair sums
+brute-forced), with how many inputs took 7 bits.
 
     python benchmarks/x86_weight_rules.py [ARCHITECTURE ...]
 
@@ -14,6 +18,8 @@ Needs torchao and the x86 package's test helpers (``packages/qinductor-x86/tests
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,57 +29,75 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "packages/qinduc
 
 import lowering_zoo as zoo
 import torch
+from test_lowering_saturation import INT16_MAX, brute_force_worst_pair
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
-import qcore.int8.pt2e_ranges
-from qcore.int8.saturation import INT16_MAX, worst_case_pair_sum
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture_cases
 from qcore.testing.models import ModelCase
 
-BUDGETS = (0.5, 1.0)
+RULES = ("never_overflow", "budgeted", "per_layer")
+HELD_OUT = (50, 51, 52, 53)
+_WEIGHTED = (torch.ops.aten.conv1d.default, torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
+_DEQUANTIZE = torch.ops.quantized_decomposed.dequantize_per_channel.default
 
 
-def ours(rule: qcore.int8.pt2e_ranges.RangeRule) -> Any:
-    return qcore.get_quantizer("x86", weight_rule=rule)
+def doubled_work(converted: torch.fx.GraphModule) -> tuple[float, int]:
+    """(doubled multiply-adds / int8 multiply-adds, inputs on 7 bits) of a converted graph."""
+    total = doubled = 0
+    seven = set()
+    for node in converted.graph.nodes:
+        weight = node.args[1] if node.target in _WEIGHTED else None
+        if getattr(weight, "target", None) is not _DEQUANTIZE:
+            continue
+        codes = converted.get_buffer(str(weight.args[0].target))
+        source = node.args[0]
+        qmax = int(source.args[4]) if "dequantize_per_tensor" in str(source.target) else 255
+        if qmax < 255:
+            seven.add(source.args[0])
+        macs = math.prod(node.meta["val"].shape[1:]) * math.prod(codes.shape[1:])
+        total += macs
+        doubled += macs if brute_force_worst_pair(codes, qmax) > INT16_MAX else 0
+    return doubled / total, len(seven)
 
 
-def measure(case: ModelCase, quantizer: Any) -> tuple[float, str]:
-    """(SQNR in dB, "layers that can overflow / weighted layers")."""
+def measure(case: ModelCase, quantizer: Any) -> dict[str, Any]:
     model = case.model()
     prepared = prepare_pt2e(torch.export.export(model, case.inputs(0)).module(), quantizer)
     with torch.no_grad():
         for batch in range(1, 4):
             prepared(*case.inputs(batch))
         converted = convert_pt2e(prepared)
-        held_out = case.inputs(50)
-        error = sqnr(model(*held_out), converted(*held_out))
-    dequantize = torch.ops.quantized_decomposed.dequantize_per_channel.default
-    weights = [
-        converted.get_buffer(str(n.args[0].target))
-        for n in converted.graph.nodes
-        if n.target is dequantize
-    ]
-    deep = sum(worst_case_pair_sum(w, act_max=255) > INT16_MAX for w in weights)
-    return round(error, 2), f"{deep}/{len(weights)}"
+        errors = [sqnr(model(*case.inputs(b)), converted(*case.inputs(b))) for b in HELD_OUT]
+    extra, seven = doubled_work(converted)
+    return {"sqnr": errors[0], "mean": statistics.mean(errors), "extra": extra, "seven": seven}
 
 
 def main(names: list[str]) -> None:
     torch.set_num_threads(1)
+    rows = []
     with qcore.host.targeting("avx2"):
         for case in architecture_cases():
             if names and case.name not in names:
                 continue
             start = time.time()
             row = {"torchao": measure(case, zoo.torchao_quantizer())}
-            row["never_overflow"] = measure(case, ours("never_overflow"))
-            default = qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB
-            for budget in BUDGETS:
-                qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB = budget
-                row[f"per_layer@{budget}"] = measure(case, ours("per_layer"))
-            qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB = default
-            print(case.name, row, f"{time.time() - start:.0f}s", flush=True)
+            for rule in RULES:
+                row[rule] = measure(case, qcore.get_quantizer("x86", weight_rule=rule))
+            rows.append((case.name, row))
+            print(case.name, row, f"{time.time() - start:.0f}s", file=sys.stderr, flush=True)
+    for key, title in (("sqnr", "held-out batch 50"), ("mean", "mean of batches 50-53")):
+        print(f"\nSQNR against float (dB), {title}; in brackets: doubled multiply-adds, 7-bit inputs\n")
+        print("| architecture | torchao | `never_overflow` | `budgeted` (default) | `per_layer` | budgeted - torchao |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, row in rows:
+            cells = [f"{row['torchao'][key]:.2f}"]
+            for rule in RULES:
+                r = row[rule]
+                cells.append(f"{r[key]:.2f} ({100 * r['extra']:.1f} %, {r['seven']})")
+            delta = row["budgeted"][key] - row["torchao"][key]
+            print(f"| {name} | {' | '.join(cells)} | {delta:+.2f} |")
 
 
 if __name__ == "__main__":

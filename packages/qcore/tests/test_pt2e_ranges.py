@@ -225,6 +225,22 @@ def test_never_overflow_rule_needs_no_calibration_and_no_input_can_overflow() ->
     torch.testing.assert_close(cold.calculate_qparams()[0], model.cold.weight.abs().amax(1) / 127.5)
 
 
+def test_never_overflow_holds_on_the_codes_the_converted_model_computes() -> None:
+    """At full range a channel's largest weight sits on a rounding tie (-127.5 codes):
+    the converted model's float32 quantize rounds this one to -128 where float64 gives
+    -127, and its neighbour then makes a pair of 129 (a MobileNetV3 channel, found by the
+    weight-rule benchmark's brute force). The rule narrows such a channel."""
+    weight = torch.tensor([[-0.2369050234556198, -0.0016677582170814276]])
+    observer = TargetPerChannelWeightObserver(rule="never_overflow", quant_min=-128, quant_max=127)
+    with host.targeting("avx2"):
+        observer(weight)
+        scale, zero_point = observer.calculate_qparams()
+    quantize = torch.ops.quantized_decomposed.quantize_per_channel.default
+    codes = quantize(weight, scale, zero_point, 0, -128, 127, torch.int8)
+    assert worst_case_pair_sum(codes) <= INT16_MAX
+    assert float(scale[0]) > float(weight.abs().max()) / 127.5  # narrowed, not kept at full
+
+
 @pytest.mark.parametrize("act_max", [255, 127])
 def test_never_overflow_rule_reads_the_inputs_range(act_max: int) -> None:
     """7-bit activations (``reduce_range``) can never overflow a pair: full range there."""

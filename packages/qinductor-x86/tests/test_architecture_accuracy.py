@@ -1,5 +1,6 @@
-"""On a CPU without VNNI the x86 quantizer keeps torchao's accuracy on real architectures,
-and this package's lowering runs what it makes exactly.
+"""On a CPU without VNNI the x86 quantizer's accuracy-first rule (``weight_rule="per_layer"``)
+keeps torchao's accuracy on real architectures, and this package's lowering runs what the
+quantizer makes exactly (the default rule's bound: test_budgeted_default.py).
 
 The replicas of ``qcore.testing.architectures`` (torchvision's block structure and weight
 initialisation) are quantized for an AVX2 target by this package's quantizer and by
@@ -33,10 +34,11 @@ def _quantize(name: str, quantizer: Any) -> tuple[Any, torch.nn.Module, tuple[to
 
 @pytest.fixture(scope="module")
 def quantized_by_ours() -> dict[str, tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]]:
-    """Each architecture quantized once by this package's quantizer for an AVX2 target:
-    the eager comparison and the compiled one read the same converted model."""
+    """Each architecture quantized once by this package's quantizer with the accuracy-first
+    rule for an AVX2 target: the eager comparison and the compiled one read the same
+    converted model."""
     with qcore.host.targeting("avx2"):
-        return {name: _quantize(name, "x86") for name in ARCHITECTURES}
+        return {name: _quantize(name, qcore.get_quantizer("x86", weight_rule="per_layer")) for name in ARCHITECTURES}
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)

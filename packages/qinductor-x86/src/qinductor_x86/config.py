@@ -15,7 +15,6 @@ import torch
 from torchao.quantization.pt2e import (
     FakeQuantize,
     FusedMovingAvgObsFakeQuantize,
-    HistogramObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
     PlaceholderObserver,
@@ -23,7 +22,12 @@ from torchao.quantization.pt2e import (
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
 from qcore.int8 import host
-from qcore.int8.pt2e_ranges import RULES, RangeRule, weight_observer_ctr
+from qcore.int8.pt2e_ranges import (
+    RULES,
+    RangeRule,
+    activation_observer_ctr,
+    weight_observer_ctr,
+)
 from qcore.int8.weight_ranges import SAFE_QRANGE
 
 __all__ = [
@@ -36,8 +40,9 @@ __all__ = [
 EPS = 2**-12
 
 
-#: The weight-range rule on a CPU without VNNI, for this package's exact lowering.
-DEFAULT_WEIGHT_RULE: RangeRule = "per_layer"
+#: The weight-range rule on a CPU without VNNI, for this package's exact lowering: single
+#: depth nearly everywhere (torchao's speed), within a 5 % multiply-add budget of doubling.
+DEFAULT_WEIGHT_RULE: RangeRule = "budgeted"
 
 
 def get_default_x86_inductor_quantization_config(
@@ -51,8 +56,9 @@ def get_default_x86_inductor_quantization_config(
     int8 ``[-128, 127]`` symmetric per-output-channel weights; bias left in float.
 
     ``weight_rule`` (not upstream's; used only when the target CPU has no VNNI, see
-    :func:`_weight_observer`): ``"per_layer"`` for this package's lowering, which runs any
-    op exactly; ``"never_overflow"`` when torch's built-in passes will lower the model.
+    :func:`_weight_observer`): ``"budgeted"`` (default) or ``"per_layer"`` (accuracy
+    first, at twice the multiply-adds) for this package's lowering, which runs any op
+    exactly; ``"never_overflow"`` when torch's built-in passes will lower the model.
 
     Equal options give the same config object for the same int8 target, as upstream's
     cached function does (the target is part of the key because the weight observer may
@@ -74,7 +80,7 @@ def _default_config(
         quant_max=127 if reduce_range else 255,
         qscheme=torch.per_tensor_affine,
         is_dynamic=is_dynamic,
-        observer_or_fake_quant_ctr=_activation_observer(is_qat, is_dynamic),
+        observer_or_fake_quant_ctr=_activation_observer(is_qat, is_dynamic, weight_rule),
     )
     weight_min, weight_max = _weight_range(is_qat)
     weight = QuantizationSpec(
@@ -90,7 +96,10 @@ def _default_config(
     return QuantizationConfig(act, act, weight, None, is_qat)
 
 
-def _activation_observer(is_qat: bool, is_dynamic: bool) -> Any:
+def _activation_observer(is_qat: bool, is_dynamic: bool, rule: RangeRule) -> Any:
+    """Upstream's observers; post-training static inputs under the ``budgeted`` rule on a
+    CPU without VNNI get ``qcore``'s histogram observer, which its plan may cut to 7 bits
+    (torchao's own on every other target)."""
     if is_qat and is_dynamic:
         # per-batch ranges while training: a moving average that forgets at once
         return FakeQuantize.with_args(
@@ -100,7 +109,7 @@ def _activation_observer(is_qat: bool, is_dynamic: bool) -> Any:
         return FusedMovingAvgObsFakeQuantize.with_args(eps=EPS)
     if is_dynamic:
         return PlaceholderObserver.with_args(eps=EPS)
-    return HistogramObserver.with_args(eps=EPS)
+    return activation_observer_ctr(rule=rule, eps=EPS)
 
 
 def _weight_range(is_qat: bool) -> tuple[int, int]:
@@ -118,11 +127,16 @@ def _weight_observer(is_qat: bool, rule: RangeRule) -> Any:
     The single place where the weight observer follows the target CPU. Without VNNI,
     post-training weights get ``qcore``'s target-aware observer with ``rule``:
 
-    * ``per_layer`` (default): per layer, the narrower never-overflow range where it adds
-      at most ``qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB`` to the layer's output noise, else
-      torchao's full range. No network loses more than that to torchao's weights; this
-      package's lowering runs a layer that can overflow as one kernel of twice the depth,
-      exactly. torch's built-in passes would saturate on those layers.
+    * ``budgeted`` (default): per layer, never-overflow weights, a 7-bit input, or
+      torchao's full range on a doubled reduction, whichever costs least in added noise,
+      the doublings where they remove the most noise per multiply-add, within
+      ``qcore.int8.depth_plan.DOUBLED_MAC_BUDGET`` (5 %) of the model's multiply-adds
+      (``qcore.int8.pt2e_plan``). Exact under this package's lowering at about torchao's
+      speed; torch's built-in passes would saturate on the doubled layers.
+    * ``per_layer`` (accuracy first): per layer, the narrower never-overflow range where
+      it adds at most ``qcore.int8.pt2e_ranges.PER_LAYER_BUDGET_DB`` to the layer's output
+      noise, else torchao's full range, which this package's lowering runs as one kernel
+      of twice the depth, exactly: torchao's accuracy at up to twice the int8 work.
     * ``never_overflow``: every channel's widest range that no uint8 input can overflow:
       exact under any lowering at single depth, up to ~3 dB below torchao's on networks
       whose layers see few input channels.

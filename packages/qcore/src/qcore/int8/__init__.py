@@ -8,6 +8,10 @@ AVX-512). Everything that depends on that fact lives here, and nothing else does
 :mod:`~qcore.int8.calibration` keeps the layer inputs those scores need, and the range
 choice reaches each flow through :mod:`~qcore.int8.weight_ranges` (FX qconfig mappings),
 :mod:`~qcore.int8.fx_ranges` (FX-prepared models) and :mod:`~qcore.int8.pt2e_ranges` (PT2E
-quantizers). Importing this package imports nothing else; ``qcore.host`` and
+quantizers). For a lowering that runs an op that can overflow on a doubled reduction,
+:mod:`~qcore.int8.depth_plan` chooses per layer between narrowed weights, a 7-bit input and
+that deeper kernel within a budget of multiply-adds, from :mod:`~qcore.int8.noise` (a layer's
+output noise) and :mod:`~qcore.int8.pt2e_graph` (what a layer costs), wired into PT2E
+observers by :mod:`~qcore.int8.pt2e_plan`. Importing this package imports nothing else; ``qcore.host`` and
 ``qcore.int8.saturation`` stay reachable as attributes of ``qcore``.
 """

@@ -23,11 +23,20 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.fx import GraphModule, Node
-from torchao.quantization.pt2e import PerChannelMinMaxObserver
+from torch.fx import GraphModule
+from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 
 from qcore.int8.calibration import InputRecorder
 from qcore.int8.host import target
+from qcore.int8.pt2e_graph import (
+    WEIGHTED_OPS,
+    geometry_of,
+    input_shape_of,
+    is_gated,
+    macs_of,
+    positions_of,
+)
+from qcore.int8.pt2e_plan import ModelPlan, input_quant_max, input_statistics
 from qcore.int8.saturation import (
     SAFE_HALF_RANGE,
     Geometry,
@@ -39,7 +48,9 @@ from qcore.int8.saturation import (
 
 __all__ = [
     "RangeRule",
+    "TargetHistogramObserver",
     "TargetPerChannelWeightObserver",
+    "activation_observer_ctr",
     "input_recorders",
     "link_weight_observers",
     "weight_observer_ctr",
@@ -50,27 +61,23 @@ __all__ = [
 #: ``never_overflow``: :func:`qcore.int8.saturation.never_overflow_half_ranges` from the weights
 #: alone (kernels that must be exact on every input, and a lowering that would otherwise
 #: run each op that can overflow as a kernel of twice the depth).
-#: ``per_layer``: ``never_overflow`` for a layer where it adds at most
+#: ``per_layer`` (accuracy first): ``never_overflow`` for a layer where it adds at most
 #: :data:`PER_LAYER_BUDGET_DB` to the layer's output noise (weights' and input's rounding,
 #: :func:`qcore.int8.saturation.range_cost_db`), else the full range: for an exact lowering,
 #: which runs that layer's kernel at twice the depth, so the network keeps its accuracy.
-RangeRule = Literal["calibrated", "never_overflow", "per_layer"]
-RULES: tuple[RangeRule, ...] = ("calibrated", "never_overflow", "per_layer")
+#: ``budgeted``: per layer, never-overflow weights, a 7-bit input (with
+#: :func:`activation_observer_ctr`) or full range on a doubled reduction, priced by added
+#: noise and by multiply-adds, the doublings within
+#: :data:`qcore.int8.depth_plan.DOUBLED_MAC_BUDGET` (:mod:`qcore.int8.pt2e_plan`): for an
+#: exact lowering at nearly single depth.
+RangeRule = Literal["calibrated", "never_overflow", "per_layer", "budgeted"]
+RULES: tuple[RangeRule, ...] = ("calibrated", "never_overflow", "per_layer", "budgeted")
 #: The most output noise (dB over full-range weights) ``per_layer`` lets a layer gain to
 #: keep its kernel single-depth. Every layer's injected noise grows at most this much, so
 #: the network's output noise does too: within 1 dB of full-range weights, with margin
 #: for the estimate (benchmarks/README.md has the measured table).
 PER_LAYER_BUDGET_DB = 0.5
 
-_aten = torch.ops.aten
-#: aten op -> number of spatial dims (0: linear). Their arguments: input, weight, bias,
-#: then for convolutions stride, padding, dilation, groups.
-_WEIGHTED_OPS: Mapping[Any, int] = {
-    _aten.linear.default: 0,
-    _aten.conv1d.default: 1,
-    _aten.conv2d.default: 2,
-    _aten.conv3d.default: 3,
-}
 #: A recorder per input observer, found again by the weight observers linked to it.
 _RECORDERS: weakref.WeakKeyDictionary[nn.Module, InputRecorder] = weakref.WeakKeyDictionary()
 
@@ -89,8 +96,8 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
     channel for a saturating CPU. ``rule="calibrated"``: from calibration inputs when
     linked to its layer's input observer, else the safe range for every channel.
     ``rule="never_overflow"``: from the weights alone (and the input's ``quant_max`` when
-    linked). (torchao hands ``ch_axis`` only to observers whose class name says
-    "PerChannel".)"""
+    linked). ``rule="budgeted"``: as its model's plan says. (torchao hands ``ch_axis`` only
+    to observers whose class name says "PerChannel".)"""
 
     def __init__(self, rule: RangeRule = "calibrated", **kwargs: Any) -> None:
         kwargs.setdefault("dtype", torch.int8)
@@ -101,7 +108,13 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         self.rule: RangeRule = rule
         self.link: _Link | None = None
         self.choice: RangeChoice | None = None
+        self.plan: ModelPlan | None = None
         self._weight: Tensor | None = None
+
+    @property
+    def weight(self) -> Tensor | None:
+        """The float weight last observed."""
+        return self._weight
 
     def forward(self, x_orig: Tensor) -> Tensor:
         self._weight = x_orig.detach()
@@ -111,7 +124,15 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
     def calculate_qparams(self, **kwargs: Any) -> tuple[Tensor, Tensor]:
         scale, zero_point = super().calculate_qparams()
         full = (self.quant_max - self.quant_min) / 2
-        if self.rule != "calibrated" and self._weight is not None:
+        if self.rule == "budgeted" and self._weight is not None:
+            if self.plan is not None and self.plan.doubled(self):
+                return scale, zero_point  # full range: the exact lowering's deeper kernel
+            planned = self.plan.weight_input_quant_max(self) if self.plan is not None else None
+            qmax = self._input_qmax() if planned is None else planned
+            factor = full / torch.tensor(
+                never_overflow_half_ranges(self._weight, qmax, full), dtype=torch.float64
+            )
+        elif self.rule != "calibrated" and self._weight is not None:
             halves = never_overflow_half_ranges(self._weight, self._input_qmax(), full)
             if self.rule == "per_layer" and self._cost_db(halves, full) > PER_LAYER_BUDGET_DB:
                 return scale, zero_point  # full range: the exact lowering's deeper kernel
@@ -129,18 +150,17 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         """The layer's output-noise cost of ``halves`` (infinite, i.e. keep the full range,
         when its input's statistics are unknown)."""
         observer = self.link.input_observer() if self.link is not None else None
-        stats = _input_statistics(observer)
+        stats = input_statistics(observer)
         if stats is None or self._weight is None:
             return math.inf
-        return range_cost_db(self._weight, halves, full, *stats)
+        moments = (stats.mean, stats.mean_square)
+        return range_cost_db(self._weight, halves, full, moments, stats.rounding)
 
     def _input_qmax(self) -> int:
         """The largest uint8 code of the layer's input (255 when unknown or not uint8:
         signed codes reach the kernel shifted by 128)."""
         observer = self.link.input_observer() if self.link is not None else None
-        qmax = getattr(observer, "quant_max", None)
-        unsigned = getattr(observer, "dtype", None) in (torch.uint8, torch.quint8)
-        return int(qmax) if unsigned and isinstance(qmax, int) and 0 < qmax <= 255 else 255
+        return input_quant_max(observer)
 
     def _choose(self) -> RangeChoice | None:
         link, weight = self.link, self._weight
@@ -161,33 +181,6 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         return choose_weight_ranges(weight, inputs, qparams, link.geometry, full)
 
 
-def _input_statistics(observer: Any) -> tuple[tuple[float, float], float] | None:
-    """``((E[x], E[x^2]), E[dx^2])`` of a calibrated uint8 activation observer, ``dx`` its
-    rounding error: from its histogram (torch's ``HistogramObserver``), else from its range
-    as if uniform."""
-    low, high = getattr(observer, "min_val", None), getattr(observer, "max_val", None)
-    if not isinstance(low, Tensor) or not isinstance(high, Tensor) or low.numel() != 1:
-        return None
-    lo, hi = float(low), float(high)
-    if not math.isfinite(lo) or not math.isfinite(hi) or hi <= lo:
-        return None
-    scale_t, zero_point_t = observer.calculate_qparams()
-    scale, zero_point = float(scale_t.reshape(-1)[0]), int(zero_point_t.reshape(-1)[0])
-    histogram = getattr(observer, "histogram", None)
-    if not isinstance(histogram, Tensor) or float(histogram.sum()) <= 0:
-        return ((lo + hi) / 2, (lo * lo + lo * hi + hi * hi) / 3), scale * scale / 12
-    width = (hi - lo) / histogram.numel()
-    centers = lo + width * (torch.arange(histogram.numel(), dtype=torch.float64) + 0.5)
-    weights = histogram.double() / histogram.double().sum()
-    qmin, qmax = int(getattr(observer, "quant_min", 0)), int(getattr(observer, "quant_max", 255))
-    codes = torch.clamp(torch.round(centers / scale) + zero_point, qmin, qmax)
-    rounding = (codes - zero_point) * scale - centers
-    # a bin's own spread, where the grid is finer than the histogram
-    noise = float((weights * rounding**2).sum()) + min(width, scale) ** 2 / 12
-    moments = float((weights * centers).sum()), float((weights * centers**2).sum())
-    return moments, noise
-
-
 def weight_observer_ctr(rule: RangeRule = "calibrated", **kwargs: Any) -> Any:
     """The weight observer constructor for a per-channel symmetric int8 weight spec:
     :class:`TargetPerChannelWeightObserver` with ``rule`` on a saturating target, else
@@ -197,41 +190,47 @@ def weight_observer_ctr(rule: RangeRule = "calibrated", **kwargs: Any) -> Any:
     return PerChannelMinMaxObserver.with_args(**kwargs)
 
 
-def _spatial(value: Any, dims: int, default: int) -> tuple[int, ...] | None:
-    if value is None:
-        return (default,) * dims
-    if isinstance(value, int):
-        return (value,) * dims
-    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
-        return tuple(value) * dims if len(value) == 1 else tuple(value)
-    return None
+class TargetHistogramObserver(HistogramObserver):  # type: ignore[misc]  # torchao is untyped
+    """torchao's histogram observer for uint8 activations, whose range a ``budgeted`` plan
+    may cut to 7 bits when the model is converted (:mod:`qcore.int8.pt2e_plan`).
+
+    PT2E gives a tensor one observer, however many layers read it (and a shared spec
+    gives several tensors one), so the range is chosen per observer, for all of its
+    readers at once, and the quantize that ``convert_pt2e`` writes from it is the one
+    every reader sees. The histogram's range search does not depend on ``quant_max``, so
+    a 7-bit cut gives exactly what a 7-bit observer would have given on the same data.
+    Without a plan it is torchao's observer."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.native_quant_max: int = int(getattr(self, "quant_max"))  # noqa: B009  (untyped base)
+        self.plan: ModelPlan | None = None
+
+    def qparams_at(self, quant_max: int | None) -> tuple[Tensor, Tensor]:
+        """torchao's qparams on ``[quant_min, quant_max]`` (None: the observer's own)."""
+        saved: int = getattr(self, "quant_max")  # noqa: B009  (untyped base)
+        self.quant_max = self.native_quant_max if quant_max is None else quant_max
+        try:
+            result: tuple[Tensor, Tensor] = HistogramObserver.calculate_qparams(self)
+        finally:
+            self.quant_max = saved
+        return result
+
+    def calculate_qparams(self, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        if self.plan is not None:
+            # convert_pt2e reads quant_max after this call, for the quantize it writes
+            self.quant_max = self.plan.input_quant_max(self)
+        result: tuple[Tensor, Tensor] = super().calculate_qparams()
+        return result
 
 
-def _geometry(node: Node, dims: int) -> Geometry | None:
-    """The op's reduction geometry from its aten arguments (defaults may be omitted)."""
-    if dims == 0:
-        return Geometry.linear()
-    args = [*node.args, *([None] * (7 - len(node.args)))]
-    stride, padding, dilation = (
-        _spatial(args[3], dims, 1),
-        _spatial(args[4], dims, 0),
-        _spatial(args[5], dims, 1),
-    )
-    groups = 1 if args[6] is None else args[6]
-    if stride is None or padding is None or dilation is None or not isinstance(groups, int):
-        return None
-    return Geometry.conv(stride, padding, dilation, groups)
-
-
-def _input_shape(node: Node) -> tuple[int | None, ...] | None:
-    """The shape of the layer's input as exported, with the batch left open; None when
-    export recorded none."""
-    source = node.args[0]
-    value = source.meta.get("val") if isinstance(source, Node) else None
-    if not isinstance(value, Tensor) or value.dim() < 2:
-        return None
-    sizes = [size if isinstance(size, int) else None for size in value.shape]
-    return (None, *sizes[1:])
+def activation_observer_ctr(rule: RangeRule = "calibrated", **kwargs: Any) -> Any:
+    """The observer constructor for a static uint8 activation spec:
+    :class:`TargetHistogramObserver` under the ``budgeted`` rule on a saturating target,
+    else torchao's ``HistogramObserver``."""
+    if rule == "budgeted" and target().saturates_u8s8:
+        return TargetHistogramObserver.with_args(**kwargs)
+    return HistogramObserver.with_args(**kwargs)
 
 
 def input_recorders(model: nn.Module) -> dict[str, InputRecorder]:
@@ -244,10 +243,13 @@ def link_weight_observers(
     model: GraphModule, edge_or_node_to_obs_or_fq: Mapping[Any, Any]
 ) -> None:
     """Link every :class:`TargetPerChannelWeightObserver` to its layer's input observer, which
-    starts recording calibration inputs. A quantizer's ``prepare_obs_or_fq_callback``."""
+    starts recording calibration inputs (``calibrated``), or puts the two in the model's
+    plan (``budgeted``). A quantizer's ``prepare_obs_or_fq_callback``."""
     del model
-    for node in {key[1] for key in edge_or_node_to_obs_or_fq if isinstance(key, tuple)}:
-        dims = _WEIGHTED_OPS.get(node.target)
+    plan = ModelPlan()
+    users = dict.fromkeys(key[1] for key in edge_or_node_to_obs_or_fq if isinstance(key, tuple))
+    for node in users:  # graph order: the plan breaks ties by it
+        dims = WEIGHTED_OPS.get(node.target)
         if dims is None or len(node.args) < 2:
             continue
         weight_obs = edge_or_node_to_obs_or_fq.get((node.args[1], node))
@@ -256,8 +258,20 @@ def link_weight_observers(
             continue
         if getattr(input_obs, "is_dynamic", False):
             continue  # inputs are quantized per batch at run time: the layer stays safe
-        geometry = _geometry(node, dims)
-        shape = _input_shape(node)
+        if weight_obs.rule == "budgeted":
+            plan.add(
+                node.name,
+                weight_obs,
+                input_obs,
+                macs_of(node),
+                positions=positions_of(node),
+                gated=is_gated(node),
+            )
+            weight_obs.plan = plan
+            if isinstance(input_obs, TargetHistogramObserver):
+                input_obs.plan = plan
+        geometry = geometry_of(node, dims)
+        shape = input_shape_of(node)
         if geometry is None or shape is None:
             continue  # unknown shape: the layer keeps the safe range
         if weight_obs.rule == "calibrated" and input_obs not in _RECORDERS:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from qcore.int8.noise import InputStatistics, LayerNoise, weight_codes
 from qcore.metrics import sqnr
 
 if TYPE_CHECKING:
@@ -163,7 +164,11 @@ def never_overflow_half_ranges(
     ``min(full, (L - 0.5) * amax / P)`` unless its full-range codes already cannot
     overflow. That is the full range wherever the largest weight's neighbours are small
     or of the other sign, and never below the safe range (``P <= 2 * amax``). The result
-    is checked on the actual codes (float32 scales).
+    is checked on the codes (float32 scales), with every weight within
+    :data:`_TIE_MARGIN` of a rounding tie rounded away from zero: the converted model's
+    quantize computes its scale and the quotient in float32 its own way, and may round
+    such a weight up where float64 rounds it down (a pair of 129 on a never-overflow
+    layer, seen on MobileNetV3).
     """
     import torch
 
@@ -171,17 +176,33 @@ def never_overflow_half_ranges(
     limit = INT16_MAX // act_max
     amax = w.reshape(w.shape[0], -1).abs().amax(1)
     peak = _worst_pair_per_channel(w, 1).double()
-    full_codes, _ = weight_codes(w, full_half_range)
-    safe_at_full = _worst_pair_per_channel(full_codes, act_max) <= INT16_MAX
+    safe_at_full = _worst_pair_per_channel(_codes_near_ties_up(w, full_half_range), act_max) <= INT16_MAX
     bound = (limit - 0.5) * amax / peak.clamp(min=1e-300)
     halves = torch.where(safe_at_full, full_half_range, bound.clamp(max=full_half_range))
     for _ in range(8):
-        codes, _ = weight_codes(w, halves)
+        codes = _codes_near_ties_up(w, halves)
         over = _worst_pair_per_channel(codes, act_max) > INT16_MAX
         if not bool(over.any()):
             break
         halves = torch.where(over, halves * (1 - 1 / 256), halves)
     return tuple(float(h) for h in halves)
+
+
+#: How close to a rounding tie (in codes) a weight counts as rounding away from zero when
+#: a range is checked: float32 scales and quotients differ from float64 by far less.
+_TIE_MARGIN = 1e-3
+
+
+def _codes_near_ties_up(weight: Tensor, half_ranges: Tensor | float) -> Tensor:
+    """:func:`weight_codes`, with every weight within :data:`_TIE_MARGIN` of a tie
+    rounded away from zero (the largest codes any float32 quantize of it can give)."""
+    import torch
+
+    _, scales = weight_codes(weight, half_ranges)
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+    quotient = weight / scales.reshape(shape)
+    magnitude = torch.floor(quotient.abs() + 0.5 + _TIE_MARGIN)
+    return torch.clamp(torch.sign(quotient) * magnitude, -128, 127)
 
 
 def range_cost_db(
@@ -192,53 +213,22 @@ def range_cost_db(
     input_noise: float,
 ) -> float:
     """How much more output noise a layer gets from ``half_ranges`` than from the full
-    range, in dB, counting both of its int8 noise sources per output channel: the weight
-    rounding errors ``dw`` met by the input (``Var[x] * sum(dw^2) + E[x]^2 * sum(dw)^2``,
-    ``input_moments = (E[x], E[x^2])``) and the input's rounding error met by the weights
-    (``input_noise = E[dx^2]``, about ``s_x^2 / 12`` but less where inputs sit on the
-    grid, like a ReLU's zeros, ``* sum(w^2)``). Narrow weights cost little where the
-    activations' noise dominates, which is most layers of a real network; bounding this
-    per layer bounds the network's output noise the same way.
+    range, in dB, counting both of its int8 noise sources (:class:`qcore.int8.noise.LayerNoise`:
+    the weight rounding met by the input, ``input_moments = (E[x], E[x^2])``, and the
+    input's rounding ``input_noise = E[dx^2]`` met by the weights). Narrow weights cost
+    little where the activations' noise dominates; bounding this per layer bounds the
+    network's output noise the same way.
     """
     import torch
 
-    w = weight.detach().double()
-    shape = (-1,) + (1,) * (w.dim() - 1)
-    activation_noise = input_noise * float((w**2).sum())
-
-    mean, mean_square = input_moments
-    variance = max(mean_square - mean * mean, 0.0)
-
-    def weight_noise(halves: Tensor | float) -> float:
-        codes, scales = weight_codes(w, halves)
-        error = (codes * scales.reshape(shape) - w).reshape(w.shape[0], -1)
-        per_channel = variance * (error**2).sum(1) + mean * mean * error.sum(1) ** 2
-        return float(per_channel.sum())
-
-    narrowed = weight_noise(torch.tensor(half_ranges, dtype=torch.float64)) + activation_noise
-    full = weight_noise(full_half_range) + activation_noise
+    layer = LayerNoise(weight, InputStatistics(*input_moments, input_noise))
+    activation_noise = layer.input_rounding()
+    narrowed = layer.weight_rounding(torch.tensor(half_ranges, dtype=torch.float64)).total
+    narrowed += activation_noise
+    full = layer.weight_rounding(full_half_range).total + activation_noise
     if narrowed <= full:
         return 0.0
     return 10 * math.log10(narrowed / full) if full > 0 else math.inf
-
-
-def weight_codes(weight: Tensor, half_ranges: Tensor | float) -> tuple[Tensor, Tensor]:
-    """Per-output-channel symmetric int8 codes and scales, ``scale = amax / half_range``.
-
-    The same arithmetic as torch's per-channel MinMax observer (scale floored at its eps)
-    and its reference quantization, which rounds half to even and clamps to the dtype
-    only (so the safe range's extreme weight is 64).
-    """
-    import torch
-
-    w = weight.detach().double()
-    amax = w.reshape(w.shape[0], -1).abs().amax(1)
-    eps = torch.finfo(torch.float32).eps
-    scales = torch.clamp(amax / torch.as_tensor(half_ranges, dtype=torch.float64), min=eps)
-    scales = scales.float().double()  # observers hold float32 scales
-    shape = (-1,) + (1,) * (w.dim() - 1)
-    codes = torch.clamp(torch.round(w / scales.reshape(shape)), -128, 127)
-    return codes, scales
 
 
 def _resolve_padding(

@@ -1,0 +1,125 @@
+"""qcore.int8.depth_plan: which layers pay for a doubled reduction and which inputs take 7
+bits, within a budget of multiply-adds.
+
+The references are brute force: every assignment of the options (per input: 7 or 8 bits;
+per layer on an 8-bit input: narrowed or doubled), its added noise summed by the formula
+written here, the best one within the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qcore.int8.depth_plan import DepthPlan, LayerPrice, choose
+
+
+def _noise(layers: Sequence[LayerPrice], seven: set[str], doubled: set[str]) -> float:
+    """Added noise of an assignment: a 7-bit input costs each of its readers its
+    ``seven_bit``; on 8 bits a layer that can overflow costs ``narrowed`` unless doubled."""
+    total = 0.0
+    for layer in layers:
+        if layer.group in seven:
+            total += layer.seven_bit
+        elif layer.can_overflow and layer.key not in doubled:
+            total += layer.narrowed
+    return total
+
+
+def _best(layers: Sequence[LayerPrice], allowed: set[str], budget: float) -> float:
+    """The least added noise of any assignment whose doublings fit ``budget``."""
+    total = sum(layer.macs or 0 for layer in layers)
+    groups = sorted({str(layer.group) for layer in layers})
+    doublable = [layer for layer in layers if layer.can_overflow and layer.macs]
+    best = float("inf")
+    for seven_flags in itertools.product((False, True), repeat=len(groups)):
+        seven = {g for g, on in zip(groups, seven_flags, strict=True) if on}
+        if not seven <= allowed:
+            continue
+        for flags in itertools.product((False, True), repeat=len(doublable)):
+            chosen = [d for d, on in zip(doublable, flags, strict=True) if on]
+            if any(d.group in seven for d in chosen):
+                continue  # a 7-bit input leaves nothing to double
+            if sum(d.macs or 0 for d in chosen) > budget * total:
+                continue
+            best = min(best, _noise(layers, seven, {str(d.key) for d in chosen}))
+    return best
+
+
+def _layer(key: str, group: str, macs: int, narrowed: float, seven_bit: float = 1e9) -> LayerPrice:
+    return LayerPrice(key, group, macs, True, narrowed, seven_bit)
+
+
+def test_doubles_where_it_removes_the_most_noise_per_multiply_add() -> None:
+    """The budget (5 % of 2000 = 100 multiply-adds) fits ``dense`` alone, or ``head`` and
+    ``mid`` together: the two small layers remove more noise (7.5 against 5)."""
+    layers = [
+        _layer("dense", "a", 90, 5.0),
+        _layer("head", "b", 50, 4.0),
+        _layer("mid", "c", 50, 3.5),
+        LayerPrice("rest", "d", 1810, False, 0.0, 1e9),  # cannot overflow: no choice
+    ]
+    plan = choose(layers, set(), 0.05)
+    assert plan.doubled == {"head", "mid"}
+    assert plan.doubled_macs == 100 <= 0.05 * plan.total_macs
+    assert plan.added_noise == _noise(layers, set(), {"head", "mid"}) == _best(layers, set(), 0.05)
+
+
+def test_an_input_read_by_several_layers_takes_seven_bits_for_all_of_them() -> None:
+    """One observer quantizes a tensor for every layer that reads it: ``left`` alone would
+    take 7 bits (0.2 against 1.0), but ``right`` reads the same input and pays 1.5 for them,
+    so the input stays on 8 bits (1.1 in all against 1.7). The input of ``p`` and ``q``
+    takes 7 bits: 0.3 for both against 2.0."""
+    layers = [
+        _layer("left", "shared", 10, narrowed=1.0, seven_bit=0.2),
+        _layer("right", "shared", 10, narrowed=0.1, seven_bit=1.5),
+        _layer("p", "other", 10, narrowed=1.0, seven_bit=0.1),
+        _layer("q", "other", 10, narrowed=1.0, seven_bit=0.2),
+    ]
+    plan = choose(layers, {"shared", "other"}, 0.0)
+    assert plan.seven_bit == {"other"} and not plan.doubled
+    assert plan.added_noise == _best(layers, {"shared", "other"}, 0.0)
+    # an input that cannot take 7 bits (not this quantizer's observer) stays on 8
+    assert choose(layers, {"shared"}, 0.0).seven_bit == set()
+
+
+def test_with_no_budget_nothing_is_doubled_and_with_all_of_it_nothing_is_narrowed() -> None:
+    layers = [_layer("x", "a", 10, 1.0), _layer("y", "b", 30, 0.5)]
+    assert not choose(layers, set(), 0.0).doubled
+    assert choose(layers, set(), 1.0).doubled == {"x", "y"}
+    assert choose(layers, set(), 1.0).added_noise == 0
+
+
+_prices = st.lists(
+    st.tuples(
+        st.sampled_from("abc"),  # group
+        st.integers(1, 100),  # macs
+        st.booleans(),  # can overflow
+        st.floats(0, 10),  # narrowed
+        st.floats(0, 10),  # seven bit
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_prices, st.sets(st.sampled_from("abc")), st.sampled_from([0.0, 0.05, 0.2, 0.5]))
+def test_plans_keep_the_budget_and_never_lose_to_not_doubling(
+    prices: list[tuple[str, int, bool, float, float]], allowed: set[str], budget: float
+) -> None:
+    layers = [
+        LayerPrice(f"l{i}", g, macs, over, narrowed if over else 0.0, seven)
+        for i, (g, macs, over, narrowed, seven) in enumerate(prices)
+    ]
+    plan: DepthPlan = choose(layers, allowed, budget)
+    assert plan.doubled_macs <= budget * plan.total_macs
+    assert plan.doubled_macs == sum(x.macs or 0 for x in layers if x.key in plan.doubled)
+    assert plan.seven_bit <= allowed
+    assert all(x.can_overflow and x.group not in plan.seven_bit for x in layers if x.key in plan.doubled)
+    assert abs(plan.added_noise - _noise(layers, set(plan.seven_bit), set(plan.doubled))) <= 1e-9
+    assert plan.added_noise <= _best(layers, allowed, 0.0) + 1e-9
+    assert plan.added_noise >= _best(layers, allowed, budget) - 1e-9

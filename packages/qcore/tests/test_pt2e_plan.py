@@ -1,0 +1,141 @@
+"""qcore.int8.pt2e_plan: the ``budgeted`` rule through torchao's own ``prepare_pt2e`` /
+``convert_pt2e``, with a small registry quantizer of the x86 kind (uint8 activations on
+``activation_observer_ctr``, int8 per-channel weights on ``weight_observer_ctr``).
+
+What the converted graph holds is checked against brute force (``int16_pairs``: every pair
+sum's extremes over the input's code range) and scales recomputed here, never against the
+plan's own report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import int16_pairs as pairs
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
+
+from qcore import host
+from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET
+from qcore.int8.pt2e_ranges import activation_observer_ctr, weight_observer_ctr
+
+
+class _Uint8Quantizer(RegistryQuantizer):
+    namespace = "common"
+
+
+def _quantizer() -> _Uint8Quantizer:
+    act = QuantizationSpec(
+        dtype=torch.uint8, quant_min=0, quant_max=255, qscheme=torch.per_tensor_affine,
+        observer_or_fake_quant_ctr=activation_observer_ctr(rule="budgeted"),
+    )  # fmt: skip
+    weight = QuantizationSpec(
+        dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_channel_symmetric,
+        ch_axis=0, observer_or_fake_quant_ctr=weight_observer_ctr(rule="budgeted"),
+    )  # fmt: skip
+    return _Uint8Quantizer().set_global(QuantizationConfig(act, act, weight, None))
+
+
+class Fork(nn.Module):
+    """``trunk``'s output is read by ``left`` and ``right`` (one observer for both); a
+    wide ``body`` and a small ``head`` follow. ``left`` and ``right`` hold small weights
+    and one pair of large ones per channel: the pair overflows at full range, and
+    narrowing the channel coarsens every small weight, so their input takes 7 bits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.trunk = nn.Linear(64, 128)
+        self.left, self.right = nn.Linear(128, 128), nn.Linear(128, 128)
+        self.body = nn.Linear(256, 256)
+        self.head = nn.Linear(256, 16)
+        with torch.no_grad():
+            for layer in (self.left, self.right):
+                layer.weight.mul_(0.1)
+                layer.weight[:, :2] = 1.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(self.trunk(x))
+        y = torch.cat([F.relu(self.left(y)), F.relu(self.right(y))], -1)
+        return self.head(F.relu(self.body(y)))
+
+
+def _convert(target: str) -> torch.fx.GraphModule:
+    batches = [torch.randn(32, 64, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    with host.targeting(target):
+        prepared = prepare_pt2e(torch.export.export(Fork().eval(), (batches[0],)).module(), _quantizer())
+        for batch in batches:
+            prepared(batch)
+        converted: torch.fx.GraphModule = convert_pt2e(prepared)
+    return converted
+
+
+def _layers(converted: torch.fx.GraphModule) -> dict[str, tuple[Tensor, Tensor, torch.fx.Node, int]]:
+    """Per linear: its int8 codes, its scales, its input's quantize and the largest code."""
+    found = {}
+    for node in converted.graph.nodes:
+        if node.target is not torch.ops.aten.linear.default:
+            continue
+        weight_dq, input_dq = node.args[1], node.args[0]
+        codes = converted.get_buffer(str(weight_dq.args[0].target))
+        scales = converted.get_buffer(str(weight_dq.args[1].target))
+        found[node.name] = (codes, scales, input_dq.args[0], int(input_dq.args[4]))
+    return found
+
+
+def _worst(codes: Tensor, qmax: int) -> int:
+    """The largest |pair sum| over input codes in [0, qmax], by brute force."""
+    w = codes.to(torch.int64)
+    w0, w1 = w[:, 0::2], w[:, 1::2]
+    return int(max((a0 * w0 + a1 * w1).abs().max() for a0 in (0, qmax) for a1 in (0, qmax)))
+
+
+def test_every_layer_is_exact_at_single_depth_or_doubled_within_the_budget() -> None:
+    """Doubled layers (those whose pair sums can still overflow) keep torchao's scales and
+    add at most 5 % multiply-adds; the input read by ``left`` and ``right`` is one quantize
+    on 7 bits, and neither keeps anything to double or narrows its weights."""
+    model = Fork().eval()
+    layers = _layers(_convert("avx2"))
+    floats = {"linear": model.trunk, "linear_1": model.left, "linear_2": model.right,
+              "linear_3": model.body, "linear_4": model.head}  # fmt: skip
+    macs = {name: m.weight.numel() for name, m in floats.items()}  # one row per sample
+    doubled = [n for n, (codes, _, _, qmax) in layers.items() if _worst(codes, qmax) > pairs.INT16_MAX]
+    assert doubled  # the budget buys something here
+    assert sum(macs[n] for n in doubled) <= DOUBLED_MAC_BUDGET * sum(macs.values())
+    for name in doubled:
+        full = floats[name].weight.detach().abs().amax(1) / 127.5
+        torch.testing.assert_close(layers[name][1].float(), full.float())
+
+    left, right = layers["linear_1"], layers["linear_2"]
+    assert left[2] is right[2] and left[3] == right[3] == 127
+    for name in ("linear_1", "linear_2"):
+        full = floats[name].weight.detach().abs().amax(1) / 127.5
+        torch.testing.assert_close(layers[name][1].float(), full.float())
+
+
+def test_a_target_with_vnni_builds_torchaos_observers() -> None:
+    with host.targeting("avx512_vnni"):
+        assert type(activation_observer_ctr(rule="budgeted")()) is HistogramObserver
+        assert type(weight_observer_ctr(rule="budgeted")()) is PerChannelMinMaxObserver
+    converted = _convert("avx512_vnni")
+    assert all(q[3] == 255 for q in _layers(converted).values())
+
+
+def test_the_plan_follows_the_calibration() -> None:
+    """Inputs calibrated again (here: scaled so that 7-bit rounding costs nothing next to
+    the weights) make a new plan; the one made before is not reused."""
+    with host.targeting("avx2"):
+        prepared = prepare_pt2e(torch.export.export(Fork().eval(), (torch.randn(32, 64),)).module(), _quantizer())
+        prepared(torch.randn(32, 64, generator=torch.Generator().manual_seed(0)))
+        weight_observer = next(m for m in prepared.modules() if getattr(m, "plan", None) is not None)
+        plan = weight_observer.plan
+        first = plan.plan()
+        prepared(1e3 * torch.randn(32, 64, generator=torch.Generator().manual_seed(1)))
+        second = plan.plan()
+    assert second is not first
+    assert math.isfinite(second.added_noise)
