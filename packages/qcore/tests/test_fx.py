@@ -364,3 +364,10 @@ def test_a_functional_layer_takes_its_chosen_range(backends: None) -> None:
     quantize = next(n for n in converted.graph.nodes if n.target is torch.quantize_per_channel)
     scale = getattr(converted, str(quantize.args[1].target))
     torch.testing.assert_close(scale.double(), weight.abs().amax(1).double() / 127.5)
+
+
+def test_only_sequences_of_ints_describe_a_conv_argument() -> None:
+    from qcore.int8.fx_ranges import _ints
+
+    assert _ints((1, 2)) and _ints([3])
+    assert not any(_ints(v) for v in (1, None, "same", (1, 2.0)))

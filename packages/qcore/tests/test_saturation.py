@@ -228,6 +228,15 @@ def test_every_position_is_seen_when_there_are_few(spike: tuple[int, int]) -> No
     assert list(choice.half_ranges) == expected
 
 
+def test_weight_codes_stay_int8_for_any_half_range() -> None:
+    """Codes are clamped to [-128, 127]: a half range wider than the full one saturates
+    the extreme weights instead of leaving the dtype."""
+    weight = torch.tensor([[1.0, -1.0, 0.5], [-2.0, 2.0, 0.25]])
+    codes, scales = weight_codes(weight, 200.0)
+    assert codes.tolist() == [[127, -128, 100], [-128, 127, 25]]
+    torch.testing.assert_close(scales, torch.tensor([1 / 200, 2 / 200], dtype=torch.float64).float().double())
+
+
 def test_a_zero_weight_channel_does_not_hide_the_other_pairs() -> None:
     """Input channel 1 has zero weights everywhere: its pair (0, 1) cannot saturate, the
     others still do, and each accumulator equals the brute-force int16 pair sums."""
