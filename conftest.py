@@ -1,6 +1,7 @@
 """Every test session: when ``QCORE_TEST_INSTALLED=wheel`` (tox's package envs), the
 first-party packages a session imports must come from installed wheels, never from this
 source tree or an editable install, so that a package's tests check what users install.
+And every session runs torch on one thread (:func:`one_thread`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -58,3 +60,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "QCORE_TEST_INSTALLED=wheel, but " + "; ".join(problems)
             + " (install with .ci/wheels.py)"
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread() -> Iterator[None]:
+    """torch (OpenMP, oneDNN) on one thread for the session, then as it was, and
+    ``OMP_NUM_THREADS=1`` for the fresh interpreters tests start: oneDNN's int8 kernels for
+    CPUs without VNNI give different results from run to run on two threads, and the tests
+    compare their outputs exactly. tox's envs set the same; plain ``pytest`` on a
+    two-core machine must behave as they do. (No torch, as in the ``dist`` env: nothing
+    to pin.)"""
+    if importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch
+
+    threads, variable = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if variable is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = variable

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-ALL_ENVS = {"x86", "integration", "avx2-kernels", "xnnpack-reference", "x86-reference",
+ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference", "x86-reference",
             "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
             "lint"}  # fmt: skip
 
@@ -68,15 +68,17 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
     [
         # a plugin: its env, the envs that install it, and those that read every package
         ("packages/qbackend-executorch/src/qbackend_executorch/config.py",
-         {"executorch", "integration", "demo", "dist", "type", "lint"}),
+         {"executorch", "integration", "shipping", "demo", "dist", "type", "lint"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
          {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
-          "integration", "demo", "dist", "type", "lint"}),
+          "integration", "shipping", "demo", "dist", "type", "lint"}),
         # the core every package requires, and a file every env shares: everything
         ("packages/qcore/src/qcore/api.py", ALL_ENVS),
         ("constraints.txt", ALL_ENVS),
-        # a guide the integration tests run as written
+        # a guide the integration tests run as written; the shipping guide, which the
+        # shipping env runs (integration's test_docs checks every guide's blocks)
         ("docs/huggingface.md", {"integration"}),
+        ("docs/shipping.md", {"integration", "shipping"}),
         # a host-dependent test the avx2-kernels env runs again
         ("tests/test_transformers_compiled.py", {"integration", "avx2-kernels"}),
     ],

@@ -1,15 +1,17 @@
 """The ``onednn`` derived quantizer's converted graphs lower to oneDNN int8 kernels under
-the x86 lowering, and the compiled model computes what the eager converted one does.
+the x86 lowering (counted in Inductor's generated code), and the compiled model computes
+what the eager converted one does, code for code (``qcore.testing.codes``).
 One model: compiling is slow."""
 
 from __future__ import annotations
 
 import torch
-from torch._inductor import config as inductor_config
+from compiled import compile_with_lowering
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.metrics import sqnr
+from qcore.testing.codes import compare_codes
 from qcore.testing.models import case
 
 
@@ -24,20 +26,16 @@ def test_onednn_derived_graph_compiles_to_int8_kernels() -> None:
             prepared(*batch)
     converted = convert_pt2e(prepared)
     x = model_case.inputs(7)
-    with torch.no_grad():
-        eager = converted(*x)
-    torch._dynamo.reset()
-    with (
-        inductor_config.patch(freezing=True, fx_graph_cache=False),
-        torch.no_grad(),
-        qcore.get_lowering("x86") as lowering,
-    ):
-        compiled = torch.compile(converted)(*x)
-    weighted = sum(
-        n.target in (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
-        for n in converted.graph.nodes
+    compiled = compile_with_lowering(converted, x)
+    convs, linears = (
+        sum(n.target == op for n in converted.graph.nodes)
+        for op in (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
     )
-    assert weighted == 6  # stem, two blocks of two convs, the classifier
-    assert lowering.report().int8_kernels == weighted, str(lowering.report())
-    assert sqnr(eager, compiled) >= 40
-    assert sqnr(model(*x), compiled) >= 30
+    assert (convs, linears) == (5, 1)  # stem, two blocks of two convs; the classifier
+    kinds = [op.startswith("qconv") for op, _ in compiled.kernels]  # else qlinear...
+    assert (kinds.count(True), kinds.count(False)) == (convs, linears), compiled.kernels
+    assert compiled.report.int8_kernels == convs + linears, str(compiled.report)
+    diff = compare_codes(compiled.eager, compiled.output)
+    assert diff.exact, str(diff)
+    with torch.no_grad():
+        assert sqnr(model(*x), compiled.output) >= 30

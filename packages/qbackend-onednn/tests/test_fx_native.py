@@ -1,9 +1,13 @@
-"""A model from ``qcore.fx.convert`` runs correctly wherever it is called.
+"""A model from ``qcore.fx.convert`` runs correctly wherever it is called, copied, saved
+and loaded.
 
 torch's fused quantized conv + add sums into its second input in place, and some fused
 kernels exist for the ``onednn`` engine only. Both are checked against torch's own
 reference representation of the same prepared model, and shown to really go wrong with
-torch's plain ``convert_fx``.
+torch's plain ``convert_fx``. Its weights are packed by the engine current when they are
+set (a copy, ``torch.load``, ``load_state_dict``): a process whose engine is another one
+(``fbgemm`` below) must still get the model's own packing, or oneDNN's ``conv2d_add``
+misreads the weights (a segfault).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -44,13 +49,14 @@ def _batches() -> list[torch.Tensor]:
     return [torch.randn(2, 8, 16, 16, generator=torch.Generator().manual_seed(i)) for i in range(5)]
 
 
-def _prepared() -> tuple[nn.Module, torch.fx.GraphModule]:
+def _prepared(gain: float = 1.0) -> tuple[nn.Module, torch.fx.GraphModule]:
+    """The float model and the model prepared and calibrated on batches scaled by ``gain``."""
     torch.manual_seed(0)
     model = ResidualReadTwice().eval()
     prepared = qcore.fx.prepare(copy.deepcopy(model), "onednn", (_batches()[0],))
     with torch.no_grad():
         for batch in _batches()[:4]:
-            prepared(batch)
+            prepared(batch * gain)
     return model, prepared
 
 
@@ -131,5 +137,61 @@ def test_a_wrong_input_raises_and_restores_the_callers_engine() -> None:
         assert torch.backends.quantized.engine == "x86"
 
 
+#: The engine of the process that loads a saved model: not the model's (onednn).
+CALLERS_ENGINE = "fbgemm"
+
+
+def _load_saved(folder: Path) -> dict[str, object]:
+    """In a fresh interpreter whose engine is CALLERS_ENGINE: the model saved whole with
+    ``torch.save``, a deep copy of it, and a model converted from other calibration data
+    that loads the saved state dict; each one's output against the saved model's."""
+    torch.backends.quantized.engine = CALLERS_ENGINE
+    x, expected = torch.load(folder / "x.pt"), torch.load(folder / "expected.pt")
+    loaded = torch.load(folder / "model.pt", weights_only=False)
+    _, prepared = _prepared(gain=3.0)
+    receiver = qcore.fx.convert(prepared)
+    with torch.no_grad():
+        before = receiver(x)
+        receiver.load_state_dict(torch.load(folder / "state.pt"))
+        outputs = {"loaded": loaded(x), "deep copy": copy.deepcopy(loaded)(x), "state dict": receiver(x)}
+    return {
+        "equal": {name: torch.equal(out, expected) for name, out in outputs.items()},
+        "receiver differed before loading": not torch.equal(before, expected),
+        "engine after": torch.backends.quantized.engine,
+    }
+
+
+@pytest.fixture(scope="module")
+def saved_and_loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("saved")
+    _, prepared = _prepared()
+    ours = qcore.fx.convert(prepared)
+    x = _batches()[4]
+    with torch.no_grad():
+        torch.save(ours(x), folder / "expected.pt")
+    torch.save(x, folder / "x.pt")
+    torch.save(ours, folder / "model.pt")
+    torch.save(ours.state_dict(), folder / "state.pt")
+    outcome = run_script(Path(__file__), "load", str(folder), threads=1)
+    assert outcome.ok, outcome.describe()
+    result: dict[str, Any] = outcome.result()
+    return result
+
+
+def test_torch_save_and_load_in_a_fresh_interpreter_is_exact(saved_and_loaded: dict[str, Any]) -> None:
+    """Exact: the loaded model and its deep copy give the saved model's output bit for bit,
+    in a process whose engine is another one, and leave that engine as it was."""
+    assert saved_and_loaded["equal"]["loaded"]
+    assert saved_and_loaded["equal"]["deep copy"]
+    assert saved_and_loaded["engine after"] == CALLERS_ENGINE
+
+
+def test_state_dict_round_trip_in_a_fresh_interpreter_is_exact(saved_and_loaded: dict[str, Any]) -> None:
+    """Exact: a model converted from other calibration data (its output differed) computes
+    the saved model's output bit for bit once it loads the saved state dict."""
+    assert saved_and_loaded["receiver differed before loading"]
+    assert saved_and_loaded["equal"]["state dict"]
+
+
 if __name__ == "__main__":
-    emit(_under_x86_engine(sys.argv[1]))
+    emit(_load_saved(Path(sys.argv[2])) if sys.argv[1] == "load" else _under_x86_engine(sys.argv[1]))

@@ -173,6 +173,7 @@ def test_declared_float_patterns_must_stay_float(install_backend: InstallBackend
     """The declaration is exact: what it names stays float, what it omits quantizes."""
     install_backend("nothingchip", NOTHING)
     runs = _prepare_convert(assert_conformant("backend", "nothingchip", stays_float=GOOD_SUBJECTS))
+    assert sorted(runs) == GOOD_SUBJECTS
     assert all(r.detail.startswith("stays float, as declared") for r in runs.values())
     # the same declaration on a backend that does quantize them fails each one
     install_backend("goodchip", GOOD)

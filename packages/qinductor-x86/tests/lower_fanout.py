@@ -8,8 +8,8 @@ once per target: avx2 and avx512_vnni.
 Every graph is quantized by torchao 0.18's ``X86InductorQuantizer`` (full-range int8
 weights, loaded without its pass registration) and compiled with freezing. For each: the
 oneDNN int8 kernels Inductor's generated code calls, the packed weights they read (each
-kernel's ``qw`` argument), the compiled output against the eager converted model (and its
-raw values, for comparing the two lowerings), and for ours the report's doubled-reduction
+kernel's ``qw`` argument), the compiled output against the eager converted model in codes
+(and its raw values, for comparing the two lowerings), and for ours the report's doubled-reduction
 entries and how many layers can overflow a 16-bit pair (by brute force, independently).
 """
 
@@ -93,7 +93,7 @@ def measure(converted: Any, x: torch.Tensor, target: str | None) -> dict[str, An
         "our_packed_constants": sorted(
             set(re.findall(r"\b_qinductor_x86_packed\d+\b", result.code))
         ),
-        "rel_l2_compiled_vs_eager": result.relative_l2,
+        "codes_compiled_vs_eager": result.codes_json(),
         "output": result.output.flatten().tolist(),
     }
     if target is not None:

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qcore.metrics import sqnr
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
@@ -237,7 +238,8 @@ def measure(name: str, ours: bool) -> dict[str, Any]:
         "reported_kernels": result.report.int8_kernels if ours else None,
         "counters": result.counters,
         "kernels": sorted("".join(groups) for groups in _KERNEL_CALL.findall(result.code)),
-        "relative_l2": result.relative_l2,
+        "codes": result.codes_json(),
+        "sqnr_vs_eager": sqnr(result.eager, result.output),
         "torchs_lift_ups": lift_ups,
     }
 

@@ -60,6 +60,6 @@ emit(
         "shipped_row_is_the_new_row": shipped == [TANH],
         "tanh_annotated": Q_ANNOTATION_KEY in tanh_node(annotated).meta,
         "lowered": dict(lowered.report.lowered),
-        "relative_l2": lowered.relative_l2,
+        "codes": lowered.codes_json(),
     }
 )

@@ -66,7 +66,7 @@ def chained_after_torchaos() -> dict[str, Any]:
     return {
         "kernels": len(result.kernels),
         "reported_kernels": result.report.int8_kernels,
-        "relative_l2": result.relative_l2,
+        "codes": result.codes_json(),
         "counters": {k: v for k, v in result.counters.items() if k.endswith("_count")},
         "lowered": dict(result.report.lowered),
         "theirs_kept_in_chain": isinstance(chained, list) and chained[0] is theirs,

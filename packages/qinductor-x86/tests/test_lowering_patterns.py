@@ -1,4 +1,6 @@
-"""Each pattern family lowers and stays exact, against the eager converted model.
+"""Each pattern family lowers and stays exact, against the eager converted model: the
+compiled model's output codes are the eager one's (``qcore.testing.codes``). Where the
+arithmetic is bf16 rather than int8 codes, the claim is weaker and says so.
 
 Counters and kernels against torch 2.13's own passes, on every family, are in
 test_lowering_counters.py (each side in a fresh interpreter). Models whose weights cannot saturate any CPU (``narrow_weights``)
@@ -18,7 +20,11 @@ import torch
 import qcore
 from qcore.metrics import sqnr
 
-TOLERANCE = 2e-2
+#: bf16 keeps 8 significant bits: each rounding errs by at most 2^-9 of the value. The
+#: eager int8 weight-only linear rounds twice (the matmul's output, then the product with
+#: the scales), the kernel once (it scales its fp32 sum): at most 3 * 2^-9 apart, which is
+#: 20 log10(2^9 / 3) = 44.6 dB.
+BF16_DB = 44.0
 
 #: name -> (model, inputs); small enough to compile in a few seconds each
 CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
@@ -30,13 +36,13 @@ CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_compiled_matches_eager_and_leaves_its_inputs_alone(case: str) -> None:
+def test_compiled_is_exact_and_leaves_its_inputs_alone(case: str) -> None:
     model, inputs = CASES[case]()
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
     used = tuple(t.clone() for t in inputs)
     result = zoo.lower(converted, used)
     assert result.kernels and result.report.int8_kernels == len(result.kernels)
-    assert result.relative_l2 <= TOLERANCE
+    zoo.assert_exact(result.codes)
     # the compiled model must not write into its inputs (torch's copy does, for linear + x)
     assert all(torch.equal(a, b) for a, b in zip(inputs, used, strict=True))
 
@@ -50,7 +56,7 @@ def test_full_range_models_keep_their_accuracy() -> None:
         reference = model(*inputs)
     result = zoo.lower(zoo.quantize(model, inputs, "x86"), inputs)
     assert result.kernels
-    assert result.relative_l2 <= TOLERANCE
+    zoo.assert_exact(result.codes)
     assert sqnr(reference, result.output) >= sqnr(reference, result.eager) - 0.1
 
 
@@ -66,26 +72,38 @@ def test_seven_bit_activations_fuse_their_quantize_exactly(case: str) -> None:
     layers = 3 if case == "mlp" else 5
     assert len(result.kernels) == layers  # no split: safe on every CPU
     assert result.count("quantize (int8 output)") >= 2
-    assert result.relative_l2 <= TOLERANCE
+    zoo.assert_exact(result.codes)
 
 
-def test_int8_mixed_bf16() -> None:
-    model, inputs = zoo.Linear3D(), (zoo.example(4, 6, 16),)
+def test_int8_mixed_bf16_keeps_the_eager_models_accuracy_within_1_db() -> None:
+    """Under autocast the dequantized values are bf16, and eager and the kernel round them
+    each their own way before every quantize: codes move by a step here and there, and
+    the moves compound over layers, so the codes are not compared. The claim is accuracy
+    against the float model (fp32): within 1 dB of the eager converted model's under the
+    same autocast. bf16 keeps 8 significant bits, so its rounding before a quantize is
+    at most half a step on the largest values and far less on the rest, where int8's own
+    rounding is up to half a step on every value: the noise it adds costs under 1 dB."""
+    torch.manual_seed(0)
+    model, inputs = zoo.Linear3D().eval(), (zoo.example(4, 6, 16),)
+    with torch.no_grad():
+        reference = model(*inputs)
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         result = zoo.lower(converted, inputs)
     assert result.count("prepack (int8-mixed-bf16)") == 3 and len(result.kernels) == 3
     assert result.output.dtype == torch.bfloat16
-    assert result.relative_l2 <= TOLERANCE
+    assert sqnr(reference, result.output) >= sqnr(reference, result.eager) - 1.0
 
 
 @pytest.mark.parametrize("shape", [(4, 32), (3, 4, 32)], ids=["2-D", "3-D"])
 def test_int8_weight_only_linear(shape: tuple[int, ...]) -> None:
+    """One weight-only kernel, within :data:`BF16_DB` of the eager model (bf16 arithmetic,
+    no codes to compare)."""
     model, inputs = zoo.WeightOnlyLinear().eval(), (zoo.example(*shape).to(torch.bfloat16),)
     result = zoo.lower(model, inputs)
     assert len(re.findall(r"= \S*_weight_int8pack_mm\(", result.code)) == 1
     assert result.counters["woq_matcher_count"] == 1
-    assert result.relative_l2 <= TOLERANCE
+    assert sqnr(result.eager, result.output) >= BF16_DB
 
 
 def test_attention_quantizes_before_its_views() -> None:
@@ -102,7 +120,7 @@ def test_attention_quantizes_before_its_views() -> None:
     # the two activation x activation matmuls stay float, and the report says why
     left = result.report.left_in_float
     assert len([n for n in left if "two activation operands" in n.reason]) == 4
-    assert result.relative_l2 <= TOLERANCE
+    zoo.assert_exact(result.codes)
 
 
 def test_dynamic_quantization_uses_run_time_qparams() -> None:
@@ -111,7 +129,7 @@ def test_dynamic_quantization_uses_run_time_qparams() -> None:
     result = zoo.lower(converted, inputs)
     assert result.kernels.count("qlinear_pointwise") == 3
     assert "qlinear_pointwise.tensor(" in result.code
-    assert result.relative_l2 <= TOLERANCE
+    zoo.assert_exact(result.codes)
 
 
 def test_a_quantized_model_with_nothing_lowered_warns_and_says_why() -> None:

@@ -28,7 +28,10 @@ from qcore.errors import (
 from qcore.plugin_api import PLUGIN_API_VERSION
 
 if TYPE_CHECKING:
+    import os
+
     from torch import nn
+    from torch.export import ExportedProgram
     from torch.fx import GraphModule
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "get_qconfig_mapping",
     "get_quantizer",
     "list_plugins",
+    "load_exported",
 ]
 
 #: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``,
@@ -75,6 +79,15 @@ def export(
     from qcore.exporting import export as export_
 
     return export_(model, example_inputs, example_kwargs, **options)
+
+
+def load_exported(path: "str | os.PathLike[str]", **options: Any) -> "ExportedProgram":
+    """``torch.export.load`` for a saved PT2E-quantized program: registers the quantize /
+    dequantize ops it calls first, which a fresh process lacks (see
+    :func:`qcore.exporting.load_exported`; needs the ``pt2e`` extra, imports torch)."""
+    from qcore.exporting import load_exported as load_exported_
+
+    return load_exported_(path, **options)
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torch import nn
     from torch.fx import GraphModule
 
 # PT2E ---------------------------------------------------------------------------------
@@ -93,12 +94,25 @@ def set_num_tensor_args_to_observation_type(config: Any, mapping: dict[int, Any]
 # end FX pattern configs ---------------------------------------------------------------
 
 
-# FX convert -------------------------------------------------------------------------------
+# FX convert (qcore.fx.native) ------------------------------------------------------------
 
 
-def on_graph_module_deepcopy(gm: GraphModule, hook: Callable[[GraphModule], object]) -> None:
-    """Call ``hook`` on every deep copy of ``gm`` (forward hooks are not copied; these are)."""
-    gm._register_deepcopy_hook(hook)
+def load_state_dict_pre_hooks(module: nn.Module) -> list[tuple[Callable[..., Any], bool]]:
+    """``module``'s load-state-dict pre-hooks as (function, whether it is called with the
+    module): torch keeps them in ``_WrappedHook`` objects that hold the module weakly."""
+    wrapped: list[Any] = list(module._load_state_dict_pre_hooks.values())
+    return [(hook.hook, bool(hook.with_module)) for hook in wrapped]
+
+
+def add_load_state_dict_pre_hook(
+    module: nn.Module, hook: Callable[..., Any], *, with_module: bool
+) -> None:
+    """Register ``hook`` as ``register_load_state_dict_pre_hook`` does (``with_module``)
+    or as the older form that is called without the module."""
+    module._register_load_state_dict_pre_hook(hook, with_module=with_module)  # type: ignore[no-untyped-call]
+
+
+# end FX convert -----------------------------------------------------------------------
 
 
 # Derived PT2E quantizers (qcore.derived) ------------------------------------------------

@@ -1,4 +1,5 @@
-"""``qcore.export``: ``torch.export`` for quantization, with errors a user can act on.
+"""``qcore.export``: ``torch.export`` for quantization, with errors a user can act on;
+``qcore.load_exported``: ``torch.export.load`` for a quantized program.
 
 Every PT2E flow starts with ``torch.export.export(model, example_inputs).module()``. When
 the model cannot be exported at those shapes (it branches on tensor values, reads
@@ -8,6 +9,12 @@ page of internals. :func:`export` runs the same call and, when it fails, raises
 ``BertSelfAttention``) and the line of the model's own code that stopped the trace, and
 how to fix it. The original error stays available as ``error.torch_error``, and what
 torch printed while it failed (the partial graph) as ``error.torch_output``.
+
+A PT2E-converted program saves with ``torch.export.save``, but its quantize and dequantize
+ops (``torch.ops.quantized_decomposed.*``) are registered by a module torch does not
+import on its own: ``torch.export.load`` in a fresh process fails with ``SerializeError:
+We failed to resolve torch.ops.quantized_decomposed.dequantize_per_channel.default``.
+:func:`load_exported` registers them (importing torchao's PT2E API does) and loads.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import linecache
+import os
 import sys
 import traceback
 from collections.abc import Mapping
@@ -27,8 +35,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from qcore.errors import ExportError
+from qcore.extras import require_pt2e
 
-__all__ = ["ExportError", "export"]
+__all__ = ["ExportError", "export", "load_exported"]
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 #: What torch raises for data-dependent control flow, by class name (some of these
@@ -77,6 +86,15 @@ def export(
     gm = program.module()
     assert isinstance(gm, GraphModule)
     return gm
+
+
+def load_exported(path: str | os.PathLike[str], **options: Any) -> torch.export.ExportedProgram:
+    """``torch.export.load(path, **options)`` for a program ``torch.export.save`` wrote
+    after ``convert_pt2e``: the quantized ops it calls are registered first. Where qcore
+    is not installed, ``import torchao.quantization.pt2e`` before ``torch.export.load``
+    does the same."""
+    require_pt2e("qcore.load_exported")  # its import registers torch.ops.quantized_decomposed
+    return torch.export.load(path, **options)
 
 
 def _translate(model: nn.Module, err: Exception) -> ExportError:

@@ -41,7 +41,7 @@ from qcore.api import (
     uses_reference_convert,
 )
 from qcore.engine import quantized_engine
-from qcore.fx.native import copy_summed_inputs, run_under_engine
+from qcore.fx.native import bind_engine, copy_summed_inputs
 from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
 from qcore.int8.calibration import InputRecorder
 from qcore.int8.fx_ranges import WeightedLayer, choose_ranges, record_inputs
@@ -139,12 +139,26 @@ def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
     engine = None if reference else backend_quantized_engine(state.backend)
     with applying(dict(choices.values())), quantized_engine(engine):
         converted = torch_convert(prepared, backend_config=config)
+    _drop_string_annotations(converted)
     if not reference:
         copy_summed_inputs(converted)
         if engine is not None:
-            run_under_engine(converted, engine)
+            converted = bind_engine(converted, engine)
     converted.meta[WEIGHT_RANGES_META] = {name: c for name, (_, c) in choices.items()}
     return converted
+
+
+def _drop_string_annotations(gm: GraphModule) -> None:
+    """Forget type annotations that are strings. A model written under ``from __future__
+    import annotations`` gives torch's tracer its annotations as text, which torch 2.13
+    keeps as a global of the generated code, and ``torch.save`` of the converted model
+    then fails (``'str' object has no attribute '__name__'``). They annotate the
+    generated ``forward`` only, and change nothing it computes."""
+    stale = [node for node in gm.graph.nodes if isinstance(node.type, str)]
+    for node in stale:
+        node.type = None
+    if stale:
+        gm.recompile()
 
 
 def input_recorders(model: nn.Module) -> dict[str, InputRecorder]:

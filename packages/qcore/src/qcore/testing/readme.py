@@ -141,9 +141,11 @@ def assert_readme_runs(path: Path, *, timeout: float = 600) -> int:
     return len(python_blocks(Path(path).resolve()))
 
 
-def readme_output(path: Path, *, timeout: float = 600) -> str:
+def readme_output(path: Path, *, timeout: float = 600, cwd: Path | None = None) -> str:
     """What the Python blocks of ``path`` print, run as :func:`assert_readme_runs` runs
-    them (and failing as it fails): for guides whose test checks what the reader sees."""
+    them (and failing as it fails): for guides whose test checks what the reader sees.
+    ``cwd``: run in that folder and keep what the blocks write there (by default, a
+    temporary folder, removed afterwards), for guides whose test checks their files."""
     path = Path(path).resolve()
     unexplained = unexplained_skips(path)
     if unexplained:
@@ -156,7 +158,7 @@ def readme_output(path: Path, *, timeout: float = 600) -> str:
     with tempfile.TemporaryDirectory(prefix="qcore-readme-") as folder:
         result = subprocess.run(
             [sys.executable, "-m", "qcore.testing.readme", str(path)],
-            cwd=folder,
+            cwd=folder if cwd is None else cwd,
             capture_output=True,
             text=True,
             timeout=timeout,

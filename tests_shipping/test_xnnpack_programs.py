@@ -1,0 +1,116 @@
+"""The XNNPACK quantizer's output as ExecuTorch programs (``builds.py``): every model of the
+Hugging Face zoo (``qcore.testing.transformers_zoo``) and the functional convolutions go
+through ExecuTorch 1.5.1's ``to_edge_transform_and_lower`` with the ``XnnpackPartitioner``
+to a ``.pte``, which the session's deployed side runs in ExecuTorch's runtime, in a fresh
+interpreter where qcore, its plugins and torchao cannot be imported. ExecuTorch's own
+quantizer is compared on the functional convolutions: its program cannot be built.
+
+What the delegate took is counted in the lowered program by the builder (the quantize and
+dequantize ops left outside XNNPACK's delegate calls), and the delegation report
+(``qquantizer_xnnpack.delegation``) must say the same, with ExecuTorch's reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builds import FunctionalPrograms, Program
+from shipped import code_difference, deployed_outputs
+
+from qcore.metrics import sqnr
+from qcore.testing.transformers_zoo import MODELS
+
+#: The zoo's accuracy bound against the float model (tests/test_transformers_flows.py).
+MIN_SQNR_VS_FLOAT = 25.0
+#: Against the eager converted model: XNNPACK's int8 kernels add an int32 bias and
+#: requantize in their own arithmetic, which can move a code near a rounding boundary by
+#: 1; a 1-code difference on every value of an int8 tensor costs about 35 dB, a wrong
+#: kernel, layout or scale far more.
+MIN_SQNR_VS_EAGER = 40.0
+
+
+@pytest.fixture(scope="module")
+def zoo(zoo_programs: dict[str, Program], torch_only: dict[str, Any]) -> dict[str, Program]:
+    assert torch_only["imported"] == []
+    return zoo_programs
+
+
+@pytest.fixture(scope="module")
+def functional(
+    functional_programs: FunctionalPrograms, torch_only: dict[str, Any]
+) -> FunctionalPrograms:
+    assert torch_only["imported"] == []
+    return functional_programs
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_zoo_model_runs_as_a_pte_within_25_db_of_float(
+    zoo: dict[str, Program], name: str
+) -> None:
+    """>= 25 dB against the float model, >= 40 dB against the eager converted model."""
+    program = zoo[name]
+    assert program.file is not None
+    (output,) = deployed_outputs(program.file)
+    assert sqnr(program.reference[0], output) >= MIN_SQNR_VS_FLOAT
+    assert sqnr(program.eager[0], output) >= MIN_SQNR_VS_EAGER
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_xnnpack_takes_every_quantized_op_of_the_zoo(zoo: dict[str, Program], name: str) -> None:
+    """No quantize or dequantize is left outside XNNPACK's delegate calls (counted in the
+    lowered program), and the delegation report says so; what it leaves to the portable
+    runtime is float (embeddings, layer norms, the attention mask's integer ops)."""
+    program = zoo[name]
+    assert program.delegate_calls > 0 and program.quantized_outside == []
+    assert program.report.delegate_calls == program.delegate_calls
+    assert program.report.quantized_left_out == []
+    assert any(kind.endswith("(int8)") for kind in program.report.taken)
+
+
+# functional convolutions: ours against ExecuTorch's quantizer ----------------------------
+
+
+def test_functional_convs_run_as_a_pte_within_one_code_of_eager(
+    functional: FunctionalPrograms,
+) -> None:
+    """The 1-d, 3-d and transposed convolutions all run: every output within 1 code of the
+    eager converted model (see MIN_SQNR_VS_EAGER), >= 40 dB against it, >= 25 dB against
+    float (the 3-D conv's rewrite as a 2-D one computes the same function)."""
+    ours = functional.ours
+    assert ours.file is not None
+    outputs = zip(
+        ours.eager, deployed_outputs(ours.file), ours.reference, functional.qparams, strict=True
+    )
+    for eager, deployed, reference, (scale, zero_point) in outputs:
+        assert code_difference(eager, deployed, scale, zero_point).largest <= 1
+        assert sqnr(eager, deployed) >= MIN_SQNR_VS_EAGER
+        assert sqnr(reference, deployed) >= MIN_SQNR_VS_FLOAT
+
+
+def test_functional_convs_are_one_xnnpack_delegate_call(functional: FunctionalPrograms) -> None:
+    ours = functional.ours
+    assert ours.delegate_calls == 1 and ours.quantized_outside == []
+    assert ours.report.delegate_calls == 1 and ours.report.quantized_left_out == []
+
+
+def test_executorchs_quantizer_cannot_build_them_and_the_report_says_why(
+    functional: FunctionalPrograms,
+) -> None:
+    """ExecuTorch's own quantizer quantizes the 3-D conv, which XNNPACK does not take, and
+    ``to_executorch`` fails on its weight's per-channel dequantize, left outside. The
+    report names both, with the partitioner's reason, before ``to_executorch``."""
+    assert functional.their_error is not None
+    assert (
+        "Missing out variants: {'quantized_decomposed::dequantize_per_channel'}"
+        in functional.their_error
+    )
+    theirs = functional.theirs
+    assert theirs.quantized_outside  # the weight's dequantize, counted in the program
+    left = {op.op: op for op in theirs.report.quantized_left_out}
+    assert "Only support 1D + 2D Conv" in left["aten.convolution.default"].reason
+    weight = left["quantized_decomposed.dequantize_per_channel.default"]
+    assert (
+        weight.kind == "dequantize (weight)" and "read by aten.convolution.default" in weight.reason
+    )
+    assert {op.node for op in theirs.report.quantized_left_out} >= set(theirs.quantized_outside)
