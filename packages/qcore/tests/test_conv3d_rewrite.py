@@ -25,6 +25,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "padding valid, no bias": {"padding": "valid", "bias": False},
     "stride, per-dim padding, dilation": {"stride": 2, "padding": (1, 0, 2), "dilation": (2, 1, 1)},
     "groups": {"groups": 2, "padding": 1},
+    "strides per dim": {"stride": (2, 1, 3), "padding": 1},
+    "dilations per dim": {"dilation": (1, 2, 1), "padding": (2, 1, 1)},
 }
 
 

@@ -371,3 +371,27 @@ def test_only_sequences_of_ints_describe_a_conv_argument() -> None:
 
     assert _ints((1, 2)) and _ints([3])
     assert not any(_ints(v) for v in (1, None, "same", (1, 2.0)))
+
+
+class InputWeight(nn.Module):
+    """``F.linear`` whose weight is a model input, next to a parameter of the same name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x: Tensor, w: Tensor) -> Tensor:
+        return F.linear(x, w) + F.linear(x, self.w)
+
+
+def test_only_a_parameter_weight_is_a_layers_weight(backends: None) -> None:
+    """A weight that arrives as an input (named like a parameter) is not the layer's
+    parameter: only the call on ``self.w`` is decided per layer."""
+    from qcore.int8.fx_ranges import weighted_layers
+
+    example = (torch.rand(4, 16), torch.randn(8, 16))
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(InputWeight().eval(), "fxref", example)
+    layers = weighted_layers(prepared)
+    assert [layer.node.args[1].args[0].target for layer in layers] == ["w"]
+    assert [layer.node.args[1].args[0].op for layer in layers] == ["get_attr"]
