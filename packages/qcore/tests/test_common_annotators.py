@@ -20,7 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.fx import GraphModule
-from torchao.quantization.pt2e.quantizer import QuantizationConfig
+from torchao.quantization.pt2e.quantizer import (
+    QuantizationAnnotation,
+    QuantizationConfig,
+    get_output_act_qspec,
+)
 from torchao.testing.pt2e._xnnpack_quantizer import (
     XNNPACKQuantizer,
     get_symmetric_quantization_config,
@@ -442,3 +446,30 @@ def test_computing_is_what_one_output_depends_on_among_the_nodes() -> None:
     assert computing(b1, members) == {a1, b1}
     assert computing(b2, members) == {a1, b1, a2, b2}
     assert computing(b2, [a2, b2]) == {a2, b2}  # nothing outside the nodes given
+
+
+def _annotate_relu_output(gm: GraphModule, config: QuantizationConfig | None, filter_fn: Any) -> list[Any]:
+    """An extension's annotator: every relu's output observed."""
+    for node in gm.graph.nodes:
+        if node.target == aten.relu.default and filter_fn(node):
+            node.meta["quantization_annotation"] = QuantizationAnnotation(
+                output_qspec=get_output_act_qspec(config), _annotated=True
+            )
+    return []
+
+
+def test_extension_annotators_run_only_when_enabled() -> None:
+    """A quantizer runs its namespace's own annotators; those an extension added run
+    once ``use_extensions()`` (what ``qcore.get_quantizer`` calls) says so."""
+    from qcore.annotation.registry import ANNOTATORS, Annotator
+
+    ANNOTATORS.define("test-extensions", (ANNOTATORS.get("common", "linear"),), source="test")
+    ANNOTATORS.add("test-extensions", Annotator("relu_out", _annotate_relu_output), source="ext")
+
+    class Owned(RegistryQuantizer):
+        namespace = "test-extensions"
+
+    model, example = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval(), (torch.randn(2, 4),)
+    plain = quantizing(annotate(Owned().set_global(_config()), exported(model, example)))
+    extended = quantizing(annotate(Owned().use_extensions().set_global(_config()), exported(model, example)))
+    assert set(plain) == {"linear"} and set(extended) == {"linear", "relu"}

@@ -706,3 +706,24 @@ def test_each_convert_mode_runs_its_torch_converter(
     config = BackendConfig("tiny").set_backend_pattern_config(get_onednn_backend_config().configs[0])
     run = _only(check_backend_config(config, convert=convert), "prepare-convert", "Conv1d")  # type: ignore[arg-type]
     assert run.detail == f"{called} raised RuntimeError: {called} was called"
+
+
+def test_report_lines_keep_the_first_line_and_at_most_300_characters() -> None:
+    from qcore.testing.backend import _one_line
+
+    assert _one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    long = _one_line(ValueError("x" * 1000))
+    assert len(long) == 300 and long == "ValueError: " + "x" * 285 + "..."
+    assert _one_line(ValueError("x" * 288)) == "ValueError: " + "x" * 288  # 300 exactly
+
+
+def test_backends_without_a_mapping_get_torchs_default_ones() -> None:
+    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
+    from torch.ao.quantization.qconfig import qconfig_equals
+
+    from qcore.testing.backend import default_mapping
+
+    for is_qat, torchs in ((False, get_default_qconfig_mapping()), (True, get_default_qat_qconfig_mapping())):
+        ours = default_mapping(nn.Linear(2, 2), is_qat)
+        assert qconfig_equals(ours.global_qconfig, torchs.global_qconfig)
+        assert ours.object_type_qconfigs.keys() == torchs.object_type_qconfigs.keys()

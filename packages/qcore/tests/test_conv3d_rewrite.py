@@ -25,6 +25,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "padding valid, no bias": {"padding": "valid", "bias": False},
     "stride, per-dim padding, dilation": {"stride": 2, "padding": (1, 0, 2), "dilation": (2, 1, 1)},
     "groups": {"groups": 2, "padding": 1},
+    "strides per dim": {"stride": (2, 1, 3), "padding": 1},
+    "dilations per dim": {"dilation": (1, 2, 1), "padding": (2, 1, 1)},
 }
 
 
@@ -43,3 +45,52 @@ def test_a_conv3d_becomes_one_conv2d_computing_the_same(name: str) -> None:
         expected, output = conv(x), gm(x)
     assert output.shape == expected.shape
     assert (output - expected).abs().max() <= RELATIVE * expected.abs().max()
+
+
+def test_the_new_nodes_keep_the_convs_module_scope() -> None:
+    """Module scopes (``set_module_name``) still find the conv among the new nodes."""
+    model = nn.Sequential(nn.Conv3d(2, 2, 3, padding=1)).eval()
+    gm = torch.export.export(model, (torch.randn(1, 2, 4, 4, 4),)).module()
+    conv3d = next(n for n in gm.graph.nodes if n.target == aten.conv3d.default)
+    scope = conv3d.meta["nn_module_stack"]
+    conv3d_as_conv2d(gm)
+    new = [n for n in gm.graph.nodes if n.op == "call_function" and n.target != aten.conv2d.default]
+    conv2d = next(n for n in gm.graph.nodes if n.target == aten.conv2d.default)
+    assert conv2d.meta["nn_module_stack"] == scope
+    assert new and all(n.meta.get("nn_module_stack") == scope for n in new)
+
+
+class _Functional3d(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 2, 3, 1, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv3d(x, self.weight, None, 1, 1, 1, 2)
+
+
+def test_scalar_arguments_are_spelled_out_per_dimension() -> None:
+    """``F.conv3d(x, w, None, 1, 1, 1, 2)``: stride, padding and dilation as single ints."""
+    model, x = _Functional3d().eval(), torch.randn(2, 4, 5, 6, 7)
+    gm = torch.export.export(model, (x,)).module()
+    conv3d_as_conv2d(gm)
+    assert aten.conv3d.default not in [n.target for n in gm.graph.nodes]
+    with torch.no_grad():
+        expected, output = model(x), gm(x)
+    assert output.shape == expected.shape
+    assert (output - expected).abs().max() <= RELATIVE * expected.abs().max()
+
+
+@pytest.mark.parametrize("case", ["unbatched", "dynamic batch"])
+def test_what_is_not_a_batched_static_conv3d_is_left_alone(case: str) -> None:
+    conv = nn.Conv3d(2, 3, 3, padding=1).eval()
+    if case == "unbatched":
+        gm = torch.export.export(conv, (torch.randn(2, 5, 5, 5),)).module()
+    else:
+        batch = torch.export.Dim("batch", min=2, max=8)
+        example = (torch.randn(2, 2, 5, 5, 5),)
+        gm = torch.export.export(conv, example, dynamic_shapes=({0: batch},)).module()
+    before = gm.code
+    conv3d_as_conv2d(gm)
+    assert gm.code == before
+    assert aten.conv3d.default in [n.target for n in gm.graph.nodes]

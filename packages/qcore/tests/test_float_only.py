@@ -293,3 +293,46 @@ def test_only_graph_values_can_be_float_tensors() -> None:
     x, ids = (n for n in gm.graph.nodes if n.op == "placeholder")
     assert is_float_tensor(x) and not is_float_tensor(ids)
     assert not any(is_float_tensor(v) for v in (1.0, None, torch.randn(2)))
+
+
+class NestedFillMask(nn.Module):
+    """The huge value one fill deeper: ``where(mask, 0, full_like(x, MIN))``."""
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return x + torch.where(mask.bool(), 0.0, torch.full_like(x, MIN))
+
+
+class ConstantMask(nn.Module):
+    """A mask built from a buffer alone (a ViT's), evaluated to see what it holds."""
+
+    def __init__(self, keep: Tensor) -> None:
+        super().__init__()
+        self.register_buffer("keep", keep)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + torch.where(self.keep, 0.0, MIN)
+
+
+def _mask_of(model: nn.Module, *example: Tensor) -> tuple[GraphModule, Any]:
+    gm = exported(model, example)
+    add = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add.Tensor)
+    return gm, add.args[1]
+
+
+def test_masks_are_found_through_fills_and_evaluated_when_constant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from qcore.annotation import common
+
+    gm, mask = _mask_of(NestedFillMask(), torch.randn(2, 6), torch.ones(2, 6).long())
+    evaluated: list[Any] = []
+    monkeypatch.setattr(common, "_evaluate_constant", lambda *a: evaluated.append(a))
+    assert additive_mask_value(mask, gm) == MIN
+    assert evaluated == []  # it reads a graph input: never run outside the graph
+    monkeypatch.undo()
+    keep = torch.ones(2, 6, dtype=torch.bool)
+    gm, mask = _mask_of(ConstantMask(keep), torch.randn(2, 6))
+    assert additive_mask_value(mask, gm) is None  # masks nothing: data like any other
+    keep[1, -2:] = False
+    gm, mask = _mask_of(ConstantMask(keep), torch.randn(2, 6))
+    assert additive_mask_value(mask, gm) == MIN

@@ -338,3 +338,60 @@ def test_only_layers_with_uint8_inputs_take_part(dtype: torch.dtype) -> None:
     assert observer.op == "call_module"  # observed in both cases, with dtype's observer
     layers = [(layer.node.target, layer.input_observer) for layer in weighted_layers(prepared)]
     assert layers == ([("0", observer.target)] if dtype == torch.quint8 else [])
+
+
+class FunctionalLinear(nn.Module):
+    """``F.linear`` on a parameter no input can overflow: its input observer, called by
+    this layer alone, records the calibration inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_one_hot_linear(18).weight.detach().clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.w)
+
+
+def test_a_functional_layer_takes_its_chosen_range(backends: None) -> None:
+    """Full range (scale = amax / 127.5): the layer's inputs were recorded and no input
+    can overflow its codes; without a recording it would keep the safe range (63.5)."""
+    model = FunctionalLinear().eval()
+    weight = model.w.detach()
+    assert not bool(pairs.any_input_can_overflow(pairs.full_range_codes(weight)).any())
+    x = torch.rand(8, 16, generator=torch.Generator().manual_seed(19))
+    with host.targeting("avx2"):
+        converted = qcore.fx.quantize(model, "fxref", [x])
+    quantize = next(n for n in converted.graph.nodes if n.target is torch.quantize_per_channel)
+    scale = getattr(converted, str(quantize.args[1].target))
+    torch.testing.assert_close(scale.double(), weight.abs().amax(1).double() / 127.5)
+
+
+def test_only_sequences_of_ints_describe_a_conv_argument() -> None:
+    from qcore.int8.fx_ranges import _ints
+
+    assert _ints((1, 2)) and _ints([3])
+    assert not any(_ints(v) for v in (1, None, "same", (1, 2.0)))
+
+
+class InputWeight(nn.Module):
+    """``F.linear`` whose weight is a model input, next to a parameter of the same name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x: Tensor, w: Tensor) -> Tensor:
+        return F.linear(x, w) + F.linear(x, self.w)
+
+
+def test_only_a_parameter_weight_is_a_layers_weight(backends: None) -> None:
+    """A weight that arrives as an input (named like a parameter) is not the layer's
+    parameter: only the call on ``self.w`` is decided per layer."""
+    from qcore.int8.fx_ranges import weighted_layers
+
+    example = (torch.rand(4, 16), torch.randn(8, 16))
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(InputWeight().eval(), "fxref", example)
+    layers = weighted_layers(prepared)
+    assert [layer.node.args[1].args[0].target for layer in layers] == ["w"]
+    assert [layer.node.args[1].args[0].op for layer in layers] == ["get_attr"]

@@ -203,6 +203,9 @@ def test_linear_choice_follows_the_documented_rule_on_every_row() -> None:
     assert list(choose_weight_ranges(w, x, qparams, Geometry.linear()).half_ranges) == expected
     subset = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40)
     assert all(s >= e for s, e in zip(subset.half_ranges, expected, strict=True))
+    sampled = _rows(x, w, Geometry.linear(), count=40, seed=0)[..., 0]  # 40 distinct rows
+    assert sampled.shape == (40, 48) and len({tuple(r.tolist()) for r in sampled}) == 40
+    assert all(bool((x.reshape(-1, 48) == r).all(1).any()) for r in sampled)
     assert list(subset.half_ranges) != [127.5] * 16  # 40 rows still show overflows
 
 
@@ -223,6 +226,38 @@ def test_every_position_is_seen_when_there_are_few(spike: tuple[int, int]) -> No
     expected = pairs.expected_half_ranges(rows, w)
     assert expected[0] < 127.5  # the spike overflows at full range
     assert list(choice.half_ranges) == expected
+
+
+def test_weight_codes_stay_int8_for_any_half_range() -> None:
+    """Codes are clamped to [-128, 127]: a half range wider than the full one saturates
+    the extreme weights instead of leaving the dtype."""
+    weight = torch.tensor([[1.0, -1.0, 0.5], [-2.0, 2.0, 0.25]])
+    codes, scales = weight_codes(weight, 200.0)
+    assert codes.tolist() == [[127, -128, 100], [-128, 127, 25]]
+    torch.testing.assert_close(scales, torch.tensor([1 / 200, 2 / 200], dtype=torch.float64).float().double())
+
+
+def test_a_zero_weight_channel_does_not_hide_the_other_pairs() -> None:
+    """Input channel 1 has zero weights everywhere: its pair (0, 1) cannot saturate, the
+    others still do, and each accumulator equals the brute-force int16 pair sums."""
+    gen = torch.Generator().manual_seed(17)
+    rows = torch.randint(0, 256, (9, 6, 2), generator=gen)
+    codes = torch.randint(-128, 128, (5, 6, 2), generator=gen)
+    codes[:, 1] = 0
+    expected = pairs.saturated_accumulators(rows, codes)
+    assert not torch.equal(expected, torch.einsum("sct,oct->so", rows, codes))  # it saturates
+    assert torch.equal(emulate_accumulators(rows, codes), expected.double())
+
+
+def test_a_pair_sum_of_exactly_the_int16_limit_is_no_overflow() -> None:
+    """With 151 as the largest input code, codes 127 + 90 make 217 * 151 = 32767: exactly
+    the limit, which fits; the channel keeps the full range. (The default input range is
+    uint8's [0, 255].)"""
+    weight = torch.tensor([[1.0, 90 / 127.5], [1.0, 0.5]], dtype=torch.float64)
+    codes, _ = weight_codes(weight, 127.5)
+    assert codes[0].tolist() == [127, 90] and worst_case_pair_sum(codes[:1], 151) == INT16_MAX
+    assert never_overflow_half_ranges(weight, 151) == (127.5, 127.5)
+    assert never_overflow_half_ranges(weight) == never_overflow_half_ranges(weight, 255)
 
 
 @pytest.mark.parametrize("chunk", [1 << 6, 1 << 23])

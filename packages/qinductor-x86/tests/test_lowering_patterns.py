@@ -156,10 +156,8 @@ def test_conv_residual_adds_run_in_place_and_exactly() -> None:
     """Two residual adds, each one ``qconv2d_pointwise.binary`` with oneDNN's in-place "sum"
     in Inductor's generated code: add + relu + quantize into the other branch's fresh
     uint8 codes (a uint8 output), and a float-output add into the dequantized residual.
-    Exact: every int8 code equals the eager converted model's, so the float output agrees
-    to float32 rounding (relative L2 below 2e-5; one code one off, in the summed branch or
-    in the residual, moves it by at least 1e-4). Both adds are this lowering's: torch's
-    copy, registered in this process too, would fuse the float-output one if it declined."""
+    Exact in codes (``qcore.testing.codes``). Both adds are this lowering's: torch's copy,
+    registered in this process too, would fuse the float-output one if it declined."""
     model, inputs = zoo.ConvBranches(), (zoo.example(2, 3, 8, 8),)
     converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
     result = zoo.lower(converted, inputs)
@@ -170,4 +168,4 @@ def test_conv_residual_adds_run_in_place_and_exactly() -> None:
     assert sorted(result.kernels) == ["qconv2d_pointwise"] * 2 + ["qconv_pointwise"] * 3
     lowered = result.report.lowered
     assert lowered["conv + add + relu + quantize (int8 output)"] == lowered["conv + add (float output)"] == 1
-    assert result.relative_l2 <= 2e-5
+    zoo.assert_exact(result.codes)

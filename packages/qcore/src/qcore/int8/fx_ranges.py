@@ -104,13 +104,13 @@ def _module_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | None
     return None
 
 
+_FUNCTIONAL_CONVS = frozenset(
+    {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d}
+)
+
+
 def _functional_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | None:
-    conv_dims = {
-        torch.nn.functional.conv1d: 1,
-        torch.nn.functional.conv2d: 2,
-        torch.nn.functional.conv3d: 3,
-    }
-    if node.target is not torch.nn.functional.linear and node.target not in conv_dims:
+    if node.target is not torch.nn.functional.linear and node.target not in _FUNCTIONAL_CONVS:
         return None
     observer_node = node.args[1] if len(node.args) > 1 else None
     if not (isinstance(observer_node, Node) and observer_node.op == "call_module"):
