@@ -14,7 +14,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference", "x86-reference",
+ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference", "mutation",
+            "x86-reference",
             "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
             "lint"}  # fmt: skip
 
@@ -71,7 +72,7 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
          {"executorch", "integration", "shipping", "demo", "dist", "type", "lint"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
          {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
-          "integration", "shipping", "demo", "dist", "type", "lint"}),
+          "integration", "shipping", "mutation", "demo", "dist", "type", "lint"}),
         # the core every package requires, and a file every env shares: everything
         ("packages/qcore/src/qcore/api.py", ALL_ENVS),
         ("constraints.txt", ALL_ENVS),
