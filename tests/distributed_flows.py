@@ -122,10 +122,12 @@ def _bytes(value: Any) -> bytes:
 
 
 def min_max_activations(prepared: nn.Module) -> None:
-    """Swap every histogram observer for a min/max one with the same settings."""
+    """Swap every histogram observer (subclasses too) for a min/max one with the same
+    settings; a budgeted plan (``qcore.int8.pt2e_plan``) then reads the replacements."""
+    families = ((pt2e_obs.HistogramObserver, pt2e_obs), (ao_obs.HistogramObserver, ao_obs))
+    swapped: dict[nn.Module, nn.Module] = {}
     for name, module in list(prepared.named_modules()):
-        family = {ao_obs.HistogramObserver: ao_obs, pt2e_obs.HistogramObserver: pt2e_obs}
-        obs = family.get(type(module))  # type: ignore[call-overload]
+        obs = next((family for base, family in families if isinstance(module, base)), None)
         if obs is None:
             continue
         replacement = obs.MinMaxObserver(
@@ -134,6 +136,11 @@ def min_max_activations(prepared: nn.Module) -> None:
         )  # fmt: skip
         parent, _, leaf = name.rpartition(".")
         setattr(prepared.get_submodule(parent) if parent else prepared, leaf, replacement)
+        swapped[module] = replacement
+    plans = {id(p): p for m in prepared.modules() if (p := getattr(m, "plan", None)) is not None}
+    for plan in plans.values():
+        for layer in plan.layers:
+            layer.input_observer = swapped.get(layer.input_observer, layer.input_observer)
 
 
 class Flow:

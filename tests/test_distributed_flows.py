@@ -58,21 +58,7 @@ def test_synced_ranks_convert_to_identical_models(
     assert zero["synced_output"] == one["synced_output"]
 
 
-#: Known bug, found by this test after the budgeted default (issue 27) landed: on an AVX2
-#: target the x86 quantizer's budgeted plan for the encoder differs between the synced
-#: ranks and one process over the union (ranks agree with each other). Strict: the mark
-#: fails as soon as the bug is fixed.
-_BUDGETED_SYNC_BUG = pytest.mark.xfail(
-    strict=True, reason="budgeted plan on AVX2 differs after sync from one process over the union"
-)
-
-
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(c, marks=_BUDGETED_SYNC_BUG) if c == ("pt2e-x86", "encoder", "avx2") else c
-     for c in PTQ_CASES],
-    ids=CASE_IDS,
-)  # fmt: skip
+@pytest.mark.parametrize("case", PTQ_CASES, ids=CASE_IDS)
 def test_min_max_equals_one_process_over_the_union_exactly(
     ptq: list[dict[str, Any]], case: tuple[str, str, str]
 ) -> None:

@@ -24,7 +24,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ import qcore
 from qcore.metrics import sqnr
 from qcore.testing import fresh
 from qcore.testing.codes import CodeDiff, compare_outputs
+from qcore.testing.ties import tie_variants
 
 HERE = Path(__file__).parent
 
@@ -320,6 +321,9 @@ class Lowered:
     code: str
     report: Any
     counters: dict[str, int]
+    #: the eager output with the converted model's own requantize ties broken the other
+    #: way (``qcore.testing.ties``)
+    tie_variants: list[Any] = field(default_factory=list)
 
     @property
     def kernels(self) -> list[str]:
@@ -328,8 +332,9 @@ class Lowered:
     @property
     def codes(self) -> list[CodeDiff]:
         """The compiled output against the eager converted one, in codes, each output
-        tensor on its own (``qcore.testing.codes``)."""
-        return compare_outputs(self.eager, self.output)
+        tensor on its own (``qcore.testing.codes``), codes on the eager model's own ties
+        excused."""
+        return compare_outputs(self.eager, self.output, variants=self.tie_variants)
 
     def codes_json(self) -> list[dict[str, Any]]:
         """:attr:`codes` as JSON values, for a fresh interpreter's report."""
@@ -348,6 +353,7 @@ def lower(
     for the int8 ``target`` if given."""
     with torch.no_grad():
         eager = converted(*inputs)
+    variants = tie_variants(converted, inputs)
     lowering = qcore.get_lowering("x86") if lowered else None
     with (
         fresh_compile(),
@@ -357,7 +363,7 @@ def lower(
         output, code = compile_and_run(converted, inputs)
         counters = inductor_counters()
     report = lowering.report() if lowering is not None else None
-    return Lowered(eager, output, code, report, counters)
+    return Lowered(eager, output, code, report, counters, variants)
 
 
 @dataclass(frozen=True)
