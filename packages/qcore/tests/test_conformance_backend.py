@@ -727,3 +727,16 @@ def test_backends_without_a_mapping_get_torchs_default_ones() -> None:
         ours = default_mapping(nn.Linear(2, 2), is_qat)
         assert qconfig_equals(ours.global_qconfig, torchs.global_qconfig)
         assert ours.object_type_qconfigs.keys() == torchs.object_type_qconfigs.keys()
+
+
+def test_a_pattern_listed_twice_fails_its_second_declaration() -> None:
+    """A config whose pattern list names one pattern twice (torch's BackendConfig keys
+    patterns, but a plugin may hand the kit its own list): the second is malformed."""
+    from types import SimpleNamespace
+
+    linear = get_onednn_backend_config().configs[0]
+    results = check_backend_config(SimpleNamespace(configs=[linear, linear]))  # type: ignore[arg-type]
+    formed = [r for r in results if r.check == "well-formed"]
+    assert [(r.ok, r.detail) for r in formed] == [
+        (True, ""), (False, "the same pattern is declared more than once")
+    ]

@@ -352,18 +352,31 @@ class FunctionalLinear(nn.Module):
         return F.linear(x, self.w)
 
 
-def test_a_functional_layer_takes_its_chosen_range(backends: None) -> None:
+class FunctionalConv(nn.Module):
+    """``F.conv2d`` (1x1) on the same kind of parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(_one_hot_linear(20).weight.detach().clone()[..., None, None])
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(x, self.w)
+
+
+@pytest.mark.parametrize("layer", ["linear", "conv2d"])
+def test_a_functional_layer_takes_its_chosen_range(backends: None, layer: str) -> None:
     """Full range (scale = amax / 127.5): the layer's inputs were recorded and no input
     can overflow its codes; without a recording it would keep the safe range (63.5)."""
-    model = FunctionalLinear().eval()
+    model = (FunctionalLinear() if layer == "linear" else FunctionalConv()).eval()
     weight = model.w.detach()
     assert not bool(pairs.any_input_can_overflow(pairs.full_range_codes(weight)).any())
-    x = torch.rand(8, 16, generator=torch.Generator().manual_seed(19))
+    shape = (8, 16) if layer == "linear" else (2, 16, 4, 4)
+    x = torch.rand(*shape, generator=torch.Generator().manual_seed(19))
     with host.targeting("avx2"):
         converted = qcore.fx.quantize(model, "fxref", [x])
     quantize = next(n for n in converted.graph.nodes if n.target is torch.quantize_per_channel)
     scale = getattr(converted, str(quantize.args[1].target))
-    torch.testing.assert_close(scale.double(), weight.abs().amax(1).double() / 127.5)
+    torch.testing.assert_close(scale.double(), weight.reshape(8, -1).abs().amax(1).double() / 127.5)
 
 
 def test_only_sequences_of_ints_describe_a_conv_argument() -> None:

@@ -228,6 +228,38 @@ def test_every_position_is_seen_when_there_are_few(spike: tuple[int, int]) -> No
     assert list(choice.half_ranges) == expected
 
 
+def test_a_geometry_is_a_value() -> None:
+    """Equal geometries are equal and hash alike (they key per-layer choices), and none
+    can change once made."""
+    a, b = Geometry.conv((1, 1), (0, 0), (1, 1)), Geometry.conv((1, 1), (0, 0), (1, 1))
+    assert a == b and hash(a) == hash(b) and len({a, b, Geometry.linear()}) == 2
+    with pytest.raises(AttributeError):
+        a.groups = 2  # type: ignore[misc]
+
+
+def test_when_every_channel_narrows_the_evidence_is_the_narrowed_layers() -> None:
+    """Large same-sign weights on large inputs: every channel overflows at full range and
+    takes a narrower one; the chosen SQNR and saturation are those of the chosen codes
+    (brute force), not the full-range ones."""
+    gen = torch.Generator().manual_seed(23)
+    w = torch.rand(8, 32, generator=gen) + 0.5
+    x = torch.rand(64, 32, generator=gen) * 2
+    rows = pairs.linear_rows(pairs.input_codes(x, 2 / 255, 0))
+    expected = pairs.expected_half_ranges(rows, w)
+    assert all(h < 127.5 for h in expected)
+    choice = choose_weight_ranges(w, x, (2 / 255, 0, 0, 255), Geometry.linear())
+    assert list(choice.half_ranges) == expected
+    reference = x.double() @ w.double().T
+    outputs = {}
+    for name, halves in (("full", [127.5] * 8), ("chosen", expected)):
+        codes, w_scale = pairs.codes_for(w, halves)
+        flat = codes.reshape(8, 32, 1)
+        outputs[name] = pairs.saturated_accumulators(rows, flat).double() * (2 / 255) * w_scale
+    assert choice.sqnr_chosen == pytest.approx(sqnr(reference, outputs["chosen"]), abs=0.01)
+    assert choice.sqnr_full == pytest.approx(sqnr(reference, outputs["full"]), abs=0.01)
+    assert choice.saturated > 0 and choice.saturated_chosen == 0
+
+
 def test_weight_codes_stay_int8_for_any_half_range() -> None:
     """Codes are clamped to [-128, 127]: a half range wider than the full one saturates
     the extreme weights instead of leaving the dtype."""

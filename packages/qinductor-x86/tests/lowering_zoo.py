@@ -129,6 +129,33 @@ class ConvBranches(nn.Module):
         return self.c4(z) + self.c5(y)
 
 
+class RuntimeWeight(nn.Module):
+    """A converted linear whose int8 weight codes arrive as a model input: freezing makes
+    no constant of them, so there is nothing to prepack."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w_scale", torch.full((8,), 0.01))
+        self.register_buffer("w_zp", torch.zeros(8, dtype=torch.int64))
+        self.bias = nn.Parameter(torch.randn(8, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        xq = ops.quantize_per_tensor.default(x, 0.02, 100, 0, 255, torch.uint8)
+        xd = ops.dequantize_per_tensor.default(xq, 0.02, 100, 0, 255, torch.uint8)
+        wd = ops.dequantize_per_channel.default(codes, self.w_scale, self.w_zp, 0, -128, 127, torch.int8)
+        return F.linear(xd, wd, self.bias)
+
+
+def runtime_weight_lowered() -> dict[str, Any]:
+    """:class:`RuntimeWeight` compiled under this package's lowering alone (a standalone
+    mode's part): its int8 kernels, the reasons the report gives, its codes against eager."""
+    codes = torch.randint(-64, 64, (8, 16), dtype=torch.int8, generator=torch.Generator().manual_seed(1))
+    result = lower(RuntimeWeight().eval(), (example(4, 16), codes))
+    reasons = sorted({node.reason for node in result.report.left_in_float})
+    return {"kernels": result.kernels, "reasons": reasons, "codes": result.codes_json()}
+
+
 class PoolCat(nn.Module):
     """Max-pool, cat and flatten on int8 codes between quantized convs."""
 

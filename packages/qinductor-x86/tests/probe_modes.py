@@ -89,6 +89,7 @@ MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
             "models": lower_models.ours,
             "fanout": lambda: lower_fanout.measure_all("ours"),
             "signed": lambda: signed.compile_cases(list(signed.CASES)),
+            "runtime_weight": zoo.runtime_weight_lowered,
         },
     ),
     "reference": (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import lowering_zoo as zoo
 import pytest
@@ -25,6 +26,9 @@ from qcore.metrics import sqnr
 #: the scales), the kernel once (it scales its fp32 sum): at most 3 * 2^-9 apart, which is
 #: 20 log10(2^9 / 3) = 44.6 dB.
 BF16_DB = 44.0
+
+#: Parts of the fresh interpreters of probe_modes.py that this module reads (conftest.py)
+PROBED = (("standalone", "runtime_weight"),)
 
 #: name -> (model, inputs); small enough to compile in a few seconds each
 CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
@@ -169,3 +173,14 @@ def test_conv_residual_adds_run_in_place_and_exactly() -> None:
     lowered = result.report.lowered
     assert lowered["conv + add + relu + quantize (int8 output)"] == lowered["conv + add (float output)"] == 1
     zoo.assert_exact(result.codes)
+
+
+def test_a_weight_that_is_no_frozen_constant_stays_float_and_says_why(probes: Any) -> None:
+    """int8 weight codes that arrive as an input: freezing makes no constant of them, so
+    the linear stays float and the report says so; the compile runs as eager does. (This
+    lowering alone, in a fresh interpreter: torch's copy, registered in this one, would
+    prepack such a weight at run time and fail.)"""
+    measured = probes.result("standalone", "runtime_weight")
+    assert measured["kernels"] == []
+    assert any("its weight is not a frozen constant" in reason for reason in measured["reasons"])
+    zoo.assert_exact(measured["codes"])
