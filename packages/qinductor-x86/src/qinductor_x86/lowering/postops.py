@@ -189,7 +189,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         elif kind == "conv":
             target, new_args, erased_extra = _conv_binary(kwargs, head, out, post)
         else:
-            target, new_args = _linear_binary(x, kwargs, head, out, post, anchor)
+            target, new_args = _linear_binary(x, kwargs, head, out, post, match.nodes)
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, new_args)
             if narrow:
@@ -254,16 +254,16 @@ def _conv_binary(
 
 
 def _linear_binary(  # noqa: PLR0917
-    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, anchor: Node
+    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, fused: list[Node]
 ) -> tuple[Any, tuple[Any, ...]]:
     """``qlinear_pointwise.binary``: "add" into a quantized output, in-place "sum" into a
-    float output when the added tensor is a buffer nobody reads afterwards."""
+    float output when the added tensor is a buffer nobody reads afterwards (its readers
+    are the fused ``add`` and nodes the kernel depends on), as torch's copy chooses."""
     other: Node = kwargs["other"]
     past = ancestors(x)
     overwritable = (
-        other.op == "call_function"
-        and other.target not in ops.VIEWS
-        and all(u is anchor or u in past for u in other.users)
+        private.makes_new_tensor(other)
+        and all(u in fused or u in past for u in other.users)
         and val(other).dtype == out[2]
     )
     binary = ADD.attr if kwargs.get("o_dtype") is not None or not overwritable else ADD.in_place
