@@ -119,17 +119,29 @@ def inductor_freezing_active() -> bool:
     return bool(inductor_config.freezing) and not torch.is_grad_enabled()
 
 
-def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
+def normalize_like_freezing(gm: torch.fx.GraphModule, *, joint_patterns: bool = False) -> None:
     """The graph as freezing hands it to its patterns: no-op views removed (the joint
     passes do it), views as reshapes and common subexpressions merged (freezing does it).
     Replaces ``gm.graph``. Each reshape that was a view remembers its input, so that
-    :func:`restore_views` can give back the views the rewrites did not touch."""
+    :func:`restore_views` can give back the views the rewrites did not touch.
+
+    ``joint_patterns``: also what the joint passes' first patterns do after the custom
+    pre-pass (``joint_graph.early_patterns``): a view of a view back to the first one's
+    input shape, a permute undone by the next, and a view to the same shape, each removed.
+    ``x.add_(y)`` on a 3-D linear output leaves ``add -> view -> view -> relu`` in the
+    inference graph; freezing sees ``add -> relu``. They count in torch's counters
+    (``removed_pointless_view_pair``) as they would have later, so only on a compile's
+    graph, not on a pattern being traced."""
     import torch
+    import torch._inductor.config as inductor_config
     from torch._functorch.compile_utils import fx_graph_cse
+    from torch._inductor.fx_passes.joint_graph import early_patterns
     from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
 
     view = torch.ops.aten.view.default
     remove_noop_ops(gm.graph)
+    if joint_patterns and inductor_config.pattern_matcher:
+        early_patterns.apply(gm.graph)
     for node in gm.graph.find_nodes(op="call_function", target=view):
         node.meta[_WAS_VIEW] = True
     view_to_reshape(gm)  # type: ignore[no-untyped-call]
