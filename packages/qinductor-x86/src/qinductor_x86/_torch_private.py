@@ -397,8 +397,9 @@ class _PatternLowering:
 
     _inductor_lowering_function = True
 
-    def __init__(self, op: torch._ops.OpOverload) -> None:
+    def __init__(self, op: torch._ops.OpOverload, realize: tuple[int, ...]) -> None:
         self.op = op
+        self.realize = realize
         self.label = f"{op.namespace}::{op._opname}.{op._overloadname}"
         # what FX and Inductor read off a call target (its printed graph, the op name of
         # a generated check: ``<first part of __module__>.<str(target)>``)
@@ -408,6 +409,8 @@ class _PatternLowering:
     def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
         from torch._inductor.lowering import lowerings
 
+        for index in self.realize:
+            args[index].realize()
         return lowerings[self.op](*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -417,18 +420,22 @@ class _PatternLowering:
 _PATTERN_LOWERINGS: dict[_Any, _PatternLowering] = {}
 
 
-def lower_as_torch_patterns_do(node: torch.fx.Node) -> None:
+def lower_as_torch_patterns_do(node: torch.fx.Node, realize: tuple[int, ...] = ()) -> None:
     """Have Inductor lower the call ``node`` (an op with a registered lowering) the way torch's
     post-grad lowering patterns lower the oneDNN int8 kernels of its x86 passes (see
-    :class:`_PatternLowering`): same IR, same kernel call, the op's name only in the call."""
+    :class:`_PatternLowering`): same IR, same kernel call, the op's name only in the call.
+
+    ``realize``: the positions of the tensor arguments torch's handler realizes into a
+    buffer first (the extra input of a binary post-op; a plain call of the op would have
+    them realized by ``GraphLowering``'s ``needs_realized_inputs``, a handler does not)."""
     from torch._inductor.lowering import lowerings
 
     op = node.target
     if op not in lowerings:
         raise ValueError(f"{op} has no Inductor lowering to call")
-    handler = _PATTERN_LOWERINGS.get(op)
+    handler = _PATTERN_LOWERINGS.get((op, realize))
     if handler is None:
-        handler = _PATTERN_LOWERINGS[op] = _PatternLowering(op)  # type: ignore[arg-type]
+        handler = _PATTERN_LOWERINGS[op, realize] = _PatternLowering(op, realize)  # type: ignore[arg-type]
     node.target = handler
 
 

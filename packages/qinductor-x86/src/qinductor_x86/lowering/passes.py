@@ -39,8 +39,22 @@ _LOWER_FAMILY = {
 }
 
 #: What torch's copy lowers through a post-grad lowering pattern (the int8 kernels, and
-#: the int8 weight-only matmul, whose pattern counts itself in ``woq_matcher``).
-_LOWERED_BY_PATTERN = frozenset({*_LOWER_FAMILY, ops.WEIGHT_ONLY})
+#: the int8 weight-only matmul, whose pattern counts itself in ``woq_matcher``) -> the
+#: arguments its handler realizes first: a binary post-op's extra input (argument 6, the
+#: added tensor of a linear, the accumulator of a conv).
+_LOWERED_BY_PATTERN: dict[Any, tuple[int, ...]] = {
+    **dict.fromkeys(_LOWER_FAMILY, ()),
+    **dict.fromkeys(
+        (
+            ops.QCONV_BINARY,
+            ops.onednn.qconv2d_pointwise.binary_tensor,
+            ops.QLINEAR_BINARY,
+            ops.QLINEAR_BINARY_TENSOR,
+        ),
+        (6,),
+    ),
+    ops.WEIGHT_ONLY: (),
+}
 
 
 class NoInt8KernelsWarning(UserWarning):
@@ -89,8 +103,9 @@ class CountLowerings(_Pass):
             family = _LOWER_FAMILY.get(node.target)
             if family is not None:
                 bump(family, 1)
-            if node.target in _LOWERED_BY_PATTERN:
-                private.lower_as_torch_patterns_do(node)
+            realize = _LOWERED_BY_PATTERN.get(node.target)
+            if realize is not None:
+                private.lower_as_torch_patterns_do(node, realize)
 
 
 def make_passes(report: LoweringReport) -> dict[str, Any]:
