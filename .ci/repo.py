@@ -62,7 +62,9 @@ def distributions() -> dict[str, Distribution]:
     for group in PACKAGE_FOLDERS:
         for pyproject in sorted((ROOT / group).glob("*/pyproject.toml")):
             data = tomllib.loads(pyproject.read_text())
-            wheel_dirs = data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+            wheel = data["tool"]["hatch"]["build"]["targets"]["wheel"]
+            # the first listed folder is the import package; qcore-torch lists siblings after it
+            wheel_dirs = wheel.get("packages") or wheel["only-include"]
             folder = pyproject.parent.relative_to(ROOT).as_posix()
             found[folder] = (
                 data["project"]["name"],

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,3 +20,22 @@ def fake_dist() -> Iterator[FakeDist]:
     """Install fake distributions for one test; see :mod:`qcore.testing.fakes`."""
     with fake_distributions() as make:
         yield make
+
+
+@pytest.fixture(scope="session")
+def zoo_quantized() -> Callable[..., Any]:
+    """``qcore.testing.transformers_zoo.quantize(name, qcore.get_quantizer(quantizer,
+    **options))``, run once per (model, quantizer, options) in a session: the eager flows
+    and the compiled ones read the same converted model, which neither changes."""
+    import qcore
+    from qcore.testing.transformers_zoo import quantize
+
+    made: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any] = {}
+
+    def quantized(name: str, quantizer: str, **options: Any) -> Any:
+        key = (name, quantizer, tuple(sorted(options.items())))
+        if key not in made:
+            made[key] = quantize(name, qcore.get_quantizer(quantizer, **options))
+        return made[key]
+
+    return quantized

@@ -289,3 +289,9 @@ def ptq_all(rank: int, world: int) -> dict[str, Any]:
 
 def qat_all(rank: int, world: int, steps: int) -> dict[str, Any]:
     return {flow: qat(rank, world, flow, steps) for flow in ("fx-onednn", "pt2e-xnnpack")}
+
+
+def qat_then_ptq(rank: int, world: int, steps: int) -> dict[str, Any]:
+    """Both in one world: QAT first (each flow sets its own target), then PTQ, whose last
+    case (``mismatched``) ends in an error raised on both ranks."""
+    return {"qat": qat_all(rank, world, steps), "ptq": ptq_all(rank, world)}

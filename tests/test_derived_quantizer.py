@@ -10,6 +10,8 @@ what the derived annotators decided (``qcore.testing.derived``).
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -25,6 +27,7 @@ import qcore
 import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
 from qcore.derived.names import derived_rows
+from qcore.int8.host import targeting
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
@@ -51,6 +54,30 @@ class _ConvTranspose(nn.Module):
         return self.up(y)
 
 
+class _FunctionalConvs(nn.Module):
+    """``F.conv1d``, ``F.conv3d`` and ``F.conv_transpose2d`` called with keyword arguments,
+    each output reshaped into the next one's input. The reshape shares its input's
+    observer, so one observer sees the conv1d's output and the conv3d's input: equal
+    channels, other ranks (what the derived onednn quantizer crashed on for AVX2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+
+        def param(*shape: int, gain: float) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=gen) * gain)
+
+        self.w1, self.b1 = param(8, 3, 3, gain=0.3), param(8, gain=0.1)
+        self.w3, self.b3 = param(8, 8, 3, 3, 3, gain=0.1), param(8, gain=0.1)
+        self.wt, self.bt = param(8, 4, 3, 3, gain=0.2), param(4, gain=0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        y = F.relu(F.conv1d(x, self.w1, self.b1, stride=1, padding=1))
+        y = F.relu(F.conv3d(y.reshape(n, 8, 6, 3, 3), self.w3, self.b3, stride=1, padding=1))
+        return F.conv_transpose2d(y.reshape(n, 8, 6, 9), self.wt, self.bt, stride=2, padding=1)
+
+
 def _image(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
     return lambda: (torch.randn(2, 3, *shape),)
 
@@ -67,6 +94,14 @@ EXTRA = {
     **{n: architecture(n) for n in ("resnet50", "vit", "swin", "shufflenet_v2", "squeezenet")},
 }
 CASES = [c.name for c in all_cases()] + list(EXTRA)
+#: Functional convs written with keywords, run on both kinds of CPU: the derived onednn
+#: quantizer chooses weight ranges from calibration only for a target without VNNI.
+BOTH_TARGETS = {
+    "functional_convs": ModelCase("functional_convs", _FunctionalConvs, lambda: (
+        torch.randn(2, 3, 54),
+    )),
+    **{c.name: c for c in functional_keyword_cases()},
+}  # fmt: skip
 
 
 def _case(name: str) -> ModelCase:
@@ -88,29 +123,85 @@ def _without_folded_batch_norms(
     return Counter({k: v for k, v in fx.items() if present or "batch" not in k})
 
 
-#: Where the derived flow falls short of the issue's bars, measured over all calibration
-#: batches (the same on AVX2 and VNNI hosts). For share_qparams the two flows choose the
-#: same qparams at every node, and the activations agree exactly up to an average pool,
-#: whose means of codes land on rounding ties: FX's ``torch.quantize_per_tensor`` divides
-#: by the scale, PT2E's decomposed op multiplies by its inverse, so 11 % of the ties round
-#: the other way and the step compounds. A representation difference, not a decision;
-#: these looser bounds hold it in place.
-KNOWN_GAPS: dict[tuple[str, str], tuple[float, float]] = {
-    # (dB below FX's SQNR at most, agreement with FX in dB at least)
-    ("share_qparams", "executorch"): (1.5, 30.0),  # derived 35.2 dB, FX 36.4 dB
-    ("vit", "executorch"): (1.0, 29.0),  # the two agree to 29.8 dB, FX reaches 30.9
-}
+#: Where the derived flow is held to another reference than "within 1 dB of FX, agreeing
+#: with it to 30 dB", and why.
+#:
+#: share_qparams (executorch): both flows choose the same qparams at every node, but their
+#: quantize ops round differently: FX's ``torch.quantize_per_tensor`` divides by the scale,
+#: PT2E's decomposed op multiplies by its inverse, and the means of codes an average pool
+#: computes land on ties, a tenth of which round the other way and compound. The reference
+#: is therefore FX's own converted model with PT2E's rounding (``_with_pt2e_rounding``),
+#: which the derived flow must equal exactly.
+EXACT_UNDER_PT2E_ROUNDING = {("share_qparams", "executorch")}
+#: vit (executorch): the exported graph's attention is not the graph FX traces, and the
+#: two flows observe a few tensors differently (5 of about 50 scales differ), so their
+#: errors are partly independent. Two independent quantization errors of SQNR a and b
+#: differ by their summed power, -10 log10(10^(-a/10) + 10^(-b/10)) dB: the agreement
+#: bound there, in place of 30 dB; the 1 dB bound on the derived flow's own SQNR holds.
+INDEPENDENT_ERRORS = {("vit", "executorch")}
+
+
+def _with_pt2e_rounding(converted: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """FX's reference model with every ``quantize_per_tensor`` → ``dequantize`` pair
+    computed as PT2E's decomposed ops compute it (``round(x * (1 / scale))``)."""
+    gm = copy.deepcopy(converted)
+    for node in list(gm.graph.nodes):
+        if node.target is not torch.quantize_per_tensor:
+            continue
+        with gm.graph.inserting_after(node):
+            rounded = gm.graph.call_function(_pt2e_fake_quantize, node.args)
+        for user in list(node.users):
+            assert user.op == "call_method" and user.target == "dequantize", user
+            user.replace_all_uses_with(rounded)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def _pt2e_fake_quantize(
+    x: torch.Tensor, scale: torch.Tensor, zero_point: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    bounds = {torch.quint8: (0, 255), torch.qint8: (-128, 127)}[dtype]
+    inverse, zero = 1.0 / float(scale), int(zero_point)
+    codes = torch.clamp(torch.round(x * inverse) + zero, *bounds)
+    return (codes - zero) * float(scale)
+
+
+def _independent_errors_db(a: float, b: float) -> float:
+    return -10 * math.log10(10 ** (-a / 10) + 10 ** (-b / 10))
 
 
 @pytest.mark.parametrize("backend", ["onednn", "executorch"])
 @pytest.mark.parametrize("name", CASES)
 def test_derived_flow_matches_fx(backend: str, name: str) -> None:
-    fx = run_fx(_case(name), backend)
-    derived = run_derived(_case(name), backend)
-    below, agree = KNOWN_GAPS.get((name, backend), (1.0, 30.0))
-    assert min(derived.sqnr, FLOAT) >= min(fx.sqnr, FLOAT) - below, (fx.sqnr, derived.sqnr)
-    if fx.sqnr >= 30:
-        assert sqnr(fx.output, derived.output) >= agree
+    _assert_derived_matches_fx(_case(name), backend)
+
+
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+@pytest.mark.parametrize("backend", ["onednn", "executorch"])
+@pytest.mark.parametrize("name", list(BOTH_TARGETS))
+def test_functional_convs_match_fx_on_both_targets(name: str, backend: str, target: str) -> None:
+    with targeting(target):
+        _assert_derived_matches_fx(BOTH_TARGETS[name], backend)
+
+
+def _assert_derived_matches_fx(model_case: ModelCase, backend: str) -> None:
+    name = model_case.name
+    fx = run_fx(model_case, backend)
+    derived = run_derived(model_case, backend)
+    if (name, backend) in EXACT_UNDER_PT2E_ROUNDING:
+        reference = _with_pt2e_rounding(fx.converted)
+        with torch.no_grad():
+            outputs = [reference(*batch).flatten() for batch in model_case.calibration_batches()]
+        assert torch.equal(derived.output, torch.cat(outputs))
+    else:
+        assert min(derived.sqnr, FLOAT) >= min(fx.sqnr, FLOAT) - 1.0, (fx.sqnr, derived.sqnr)
+    agree = 30.0
+    if (name, backend) in INDEPENDENT_ERRORS:
+        agree = _independent_errors_db(fx.sqnr, derived.sqnr)
+    if fx.sqnr >= 30 and (name, backend) not in EXACT_UNDER_PT2E_ROUNDING:
+        assert sqnr(fx.output, derived.output) >= agree, (fx.sqnr, derived.sqnr, agree)
     assert derived.kinds == _without_folded_batch_norms(fx.kinds, derived.converted), (
         f"FX quantizes {dict(fx.kinds)}, derived {dict(derived.kinds)}"
     )
@@ -200,8 +291,6 @@ def test_qat_prepares_trains_and_converts(target: str) -> None:
     """Both targets: on a saturating one, onednn's weight fake-quant is a nested partial."""
     from torchao.quantization.pt2e import move_exported_model_to_eval
     from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
-
-    from qcore.int8.host import targeting
 
     # conv-bn under QAT is exercised by the conformance kit (the example plugin's env);
     # folding it costs ~20 s per conversion, so this model has no batch norm
@@ -315,7 +404,6 @@ def test_cli_lists_shows_and_checks_derived_quantizers(capsys: pytest.CaptureFix
 def test_onednn_makes_fx_weight_range_choice_on_a_saturating_target() -> None:
     """On a CPU without VNNI (targeted here), the derived onednn quantizer chooses each
     layer's weight range from its calibration inputs, as qcore.fx does for FX."""
-    from qcore.int8.host import targeting
     from qcore.int8.pt2e_ranges import TargetPerChannelWeightObserver
 
     model_case = case("conv2d_relu")

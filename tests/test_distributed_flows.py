@@ -22,23 +22,26 @@ from qcore.testing.world import RankError, run_world
 QAT_STEPS = 3
 
 
-def _world(fn_name: str, *args: Any) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def world() -> list[dict[str, Any]]:
+    """One 2-process world runs every flow (QAT first, then PTQ, whose last case makes
+    both ranks raise): each rank imports torch and torchao once."""
     import distributed_flows
 
-    results = run_world(getattr(distributed_flows, fn_name), *args, timeout=300)
+    results = run_world(distributed_flows.qat_then_ptq, QAT_STEPS, timeout=600)
     errors = [r for r in results if isinstance(r, RankError)]
     assert not errors, errors
     return results
 
 
 @pytest.fixture(scope="module")
-def ptq() -> list[dict[str, Any]]:
-    return _world("ptq_all")
+def ptq(world: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [rank["ptq"] for rank in world]
 
 
 @pytest.fixture(scope="module")
-def qat() -> list[dict[str, Any]]:
-    return _world("qat_all", QAT_STEPS)
+def qat(world: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [rank["qat"] for rank in world]
 
 
 CASE_IDS = ["-".join(c) for c in PTQ_CASES]

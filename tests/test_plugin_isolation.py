@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.errors import PluginConflictError, PluginError
+from qcore.metrics import sqnr
 from qcore.testing.fakes import FakeDist
 from qcore.testing.fresh import run_fresh
 
@@ -16,10 +20,23 @@ def test_missing_module_leaves_first_party_plugins_working(fake_dist: FakeDist) 
         qcore.get_backend_config("broken")
     assert len(qcore.get_backend_config("onednn").configs) >= 221
     assert len(qcore.get_backend_config("executorch").configs) == 84
-    assert qcore.get_quantizer("xnnpack") is not None
+    _assert_quantizes_a_linear(qcore.get_quantizer("xnnpack"))
     status = {(p.name, p.distribution): p.status for p in qcore.list_plugins()}
     assert status[("broken", "qbackend-broken")] == "error"
     assert status[("onednn", "qbackend-onednn")] == "loaded"
+
+
+def _assert_quantizes_a_linear(quantizer: object) -> None:
+    """The quantizer works: a linear layer comes out of PT2E with int8 weights and
+    activations, close to float."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(16, 8).eval(), torch.randn(4, 16)
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    converted = convert_pt2e(prepared)
+    targets = [str(n.target) for n in converted.graph.nodes]
+    assert any("quantize_per_tensor" in t for t in targets), targets
+    assert sqnr(model(x), converted(x)) >= 30
 
 
 def test_a_second_distribution_claiming_onednn_names_both(fake_dist: FakeDist) -> None:

@@ -11,13 +11,15 @@ file again on oneDNN's AVX2 kernels (no VNNI: the doubled-reduction route).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 from torch._inductor import config as inductor_config
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.transformers_zoo import quantize
 
 MAX_RELATIVE_L2 = 2e-2
 MIN_SQNR = 25.0
@@ -29,9 +31,9 @@ LINEAR = torch.ops.aten.linear.default
     [("bert", "xnnpack", {"is_per_channel": True}), ("gpt2", "x86", {})],
 )
 def test_compiled_matches_eager_converted(
-    name: str, quantizer: str, options: dict[str, bool]
+    zoo_quantized: Callable[..., Any], name: str, quantizer: str, options: dict[str, bool]
 ) -> None:
-    converted, model, batch = quantize(name, qcore.get_quantizer(quantizer, **options))
+    converted, model, batch = zoo_quantized(name, quantizer, **options)
     with torch.no_grad():
         expected, eager = model(*batch), converted(*batch)
     torch._dynamo.reset()

@@ -12,6 +12,7 @@ Compiling is slow: ``test_transformers_compiled.py`` compiles two of these.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from torch.fx import GraphModule
 import qcore
 from qcore.metrics import sqnr
 from qcore.testing.fresh import run_fresh
-from qcore.testing.transformers_zoo import MODELS, build, quantize
+from qcore.testing.transformers_zoo import MODELS, build
 
 #: quantizer name -> its options: XNNPACK per channel, as ExecuTorch's examples use it
 QUANTIZERS: dict[str, dict[str, Any]] = {
@@ -46,10 +47,10 @@ def quantized_linears(converted: GraphModule) -> int:
 
 @pytest.mark.parametrize("quantizer", QUANTIZERS)
 @pytest.mark.parametrize("name", MODELS)
-def test_zoo_model_quantizes_to_25_db(name: str, quantizer: str) -> None:
-    converted, model, batch = quantize(
-        name, qcore.get_quantizer(quantizer, **QUANTIZERS[quantizer])
-    )
+def test_zoo_model_quantizes_to_25_db(
+    zoo_quantized: Callable[..., Any], name: str, quantizer: str
+) -> None:
+    converted, model, batch = zoo_quantized(name, quantizer, **QUANTIZERS[quantizer])
     with torch.no_grad():
         expected, output = model(*batch), converted(*batch)
     assert torch.isfinite(output).all()
@@ -90,7 +91,9 @@ except Exception as error:
 """
 
 
-def test_the_x86_quantizer_takes_bert_whatever_torchao_does() -> None:
+def test_the_x86_quantizer_takes_bert_whatever_torchao_does(
+    zoo_quantized: Callable[..., Any],
+) -> None:
     """torchao 0.18's X86InductorQuantizer crashes annotating BERT (``IndexError`` in
     ``_get_output_nodes_of_partitions``, the issue's report); run in a fresh interpreter
     (importing it registers torchao's Inductor passes), either outcome is accepted. Ours
@@ -98,7 +101,7 @@ def test_the_x86_quantizer_takes_bert_whatever_torchao_does() -> None:
     outcome = run_fresh(_TORCHAO_ON_BERT)
     torchao = outcome.result() if outcome.ok else {"ok": False, "error": outcome.describe()}
     print(f"torchao's X86InductorQuantizer on BERT: {torchao}")  # either way, ours must work
-    converted, model, batch = quantize("bert", qcore.get_quantizer("x86"))
+    converted, model, batch = zoo_quantized("bert", "x86")
     linears = sum(1 for n in converted.graph.nodes if n.target == LINEAR)
     assert linears == 12 and quantized_linears(converted) == linears
     with torch.no_grad():

@@ -23,18 +23,24 @@ from torch.ao.quantization import (
 import qcore
 from qcore.testing import flow
 from qcore.testing.models import ModelCase, all_cases, case, sqnr
-from qcore.testing.reference import config_pair
+from qcore.testing.reference import config_pair, torch_backend_config
 
 ptq = partial(flow.ptq, convert="reference")
 same_outputs = partial(flow.assert_same_outputs, convert="reference")
 run = flow.run
 
 CASES = all_cases()
-# torch 2.13's executorch config only declares conv2d (and no conv-transpose, embedding
-# needs the weight-only qconfig): these models legitimately stay in float
-FLOAT_ONLY = {c.name for c in CASES if c.name.startswith(("conv1d", "conv3d"))} | {
-    "conv_transpose2d"
+#: The weighted layers this package's mapping leaves in float, by case: torch 2.13's
+#: executorch config (the reference) declares no pattern for conv1d, conv3d, transposed
+#: convs or RNN modules (checked below). Every other weighted layer must be quantized.
+STAYS_FLOAT: dict[str, set[str]] = {
+    **{c.name: {"0"} for c in CASES if c.name.startswith(("conv1d", "conv3d"))},
+    "conv_transpose2d": {"up"},
+    "lstm": {"rnn"},
+    "gru": {"rnn"},
 }
+#: Cases with nothing the backend quantizes: the converted model is the float model.
+ALL_FLOAT = {c.name for c in CASES if c.name.startswith(("conv1d", "conv3d"))}
 MIN_SQNR_DB = 30.0
 CONFIGS = config_pair("executorch")
 
@@ -53,12 +59,30 @@ def test_our_mapping_is_bit_identical_across_configs(name: str) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_our_mapping_sqnr(case: ModelCase) -> None:
+    """Which layers stay float is the table's, no more; a model with anything to quantize
+    is quantized and within the SQNR bar; one with nothing computes exactly in float."""
     converted = ptq(case, qcore.get_qconfig_mapping("executorch"), CONFIGS[0])
     out = run(converted, case)
-    if case.name not in FLOAT_ONLY and not case.name.startswith("embedding"):
+    assert flow.float_weighted_layers(converted) == STAYS_FLOAT.get(case.name, set())
+    if case.name in ALL_FLOAT:
+        assert flow.quantized_op_count(converted) == 0
+        assert torch.equal(out, run(case.model(), case))
+        return
+    if not case.name.startswith("embedding"):  # weight-only: no quantize op, checked below
         assert flow.quantized_op_count(converted) > 0, f"{case.name}: nothing was quantized"
     score = sqnr(run(case.model(), case), out)
     assert score >= MIN_SQNR_DB, f"{case.name}: SQNR {score:.1f} dB"
+
+
+def test_the_float_layers_are_those_torchs_config_has_no_pattern_for() -> None:
+    """The STAYS_FLOAT table against the reference: torch's own executorch config has no
+    pattern for those module types, and has one for every other weighted layer type."""
+    torchs = torch_backend_config("executorch")
+    declared = {c.pattern for c in torchs.configs}
+    for module_type in (nn.Conv1d, nn.Conv3d, nn.ConvTranspose2d, nn.LSTM, nn.GRU):
+        assert module_type not in declared, module_type
+    for module_type in (nn.Conv2d, nn.Linear, nn.Embedding, nn.EmbeddingBag):
+        assert module_type in declared, module_type
 
 
 def test_embeddings_are_weight_only_quantized() -> None:

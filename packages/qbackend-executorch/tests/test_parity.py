@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import qcore
 from qcore.testing import reference as kit
+from qcore.testing.fakes import fake_distributions, one_plugin
 from qcore.testing.fusion import fusion_failures
 
 TORCHS = kit.torch_backend_config("executorch")
@@ -31,6 +32,31 @@ def test_builds_in_a_fresh_interpreter() -> None:
     kit.assert_builds_in_a_fresh_interpreter("executorch")
 
 
-def test_extensions_only_add_patterns() -> None:
-    """With extensions installed the differences are extra patterns, nothing changed."""
-    kit.assert_extensions_only_add_patterns("executorch", TORCHS)
+#: A backend extension adding one pattern that neither torch's config nor ours has,
+#: installed as a real distribution: without it, an env with no extension installed
+#: compares nothing.
+MISH_EXTENSION = """
+import torch
+from torch.ao.quantization.backend_config import BackendPatternConfig, DTypeConfig
+from qcore.plugin_api import BackendExtension
+
+def patterns():
+    dtype = DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.quint8)
+    return [BackendPatternConfig(torch.nn.Mish).add_dtype_config(dtype)]
+
+PLUGIN = BackendExtension(name="mish", target="executorch", patterns=patterns)
+"""
+
+
+def test_an_extension_only_adds_its_patterns() -> None:
+    """An installed extension's pattern is one more difference from torch's config, and
+    the only one; switching extensions off gives torch's config back."""
+    before = kit.assert_extensions_only_add_patterns("executorch", TORCHS)
+    with fake_distributions() as make:
+        one_plugin(
+            make, "qext-executorch-mish", "executorch.mish", "qext_executorch_mish", MISH_EXTENSION,
+            group="qcore.backend_extensions",
+        )  # fmt: skip
+        after = kit.assert_extensions_only_add_patterns("executorch", TORCHS)
+        kit.assert_equals_reference("executorch", TORCHS, patterns=84)
+    assert sorted(after) == sorted([*before, "nn.Mish: extra (not in reference)"])

@@ -27,6 +27,7 @@ from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
 from qcore.testing import flow
 from qcore.testing import reference as kit
+from qcore.testing.fakes import fake_distributions, one_plugin
 from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.models import ModelCase, sqnr
 from qcore.testing.parity import compare_backend_configs
@@ -118,8 +119,37 @@ def test_fx_flow_bit_identical_to_torch_config(onednn_engine: object) -> None:
     assert sqnr(flow.run(net.model(), net), flow.run(converted, net)) > 15
 
 
-def test_extensions_only_add_patterns() -> None:
-    """With extensions installed the differences are extra patterns, nothing changed."""
-    kit.assert_extensions_only_add_patterns(
+#: A backend extension adding one pattern that neither torch's config nor ours has,
+#: installed as a real distribution: without it, an env with no extension installed
+#: compares nothing.
+MISH_EXTENSION = """
+import torch
+from torch.ao.quantization.backend_config import BackendPatternConfig, DTypeConfig
+from qcore.plugin_api import BackendExtension
+
+def patterns():
+    dtype = DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.quint8)
+    return [BackendPatternConfig(torch.nn.Mish).add_dtype_config(dtype)]
+
+PLUGIN = BackendExtension(name="mish", target="onednn", patterns=patterns)
+"""
+
+
+def test_an_extension_only_adds_its_patterns() -> None:
+    """An installed extension's pattern is one more difference from torch's config, and
+    the only one; switching extensions off gives torch's config back."""
+    before = kit.assert_extensions_only_add_patterns(
         "onednn", TORCHS, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
     )
+    with fake_distributions() as make:
+        one_plugin(
+            make, "qext-onednn-mish", "onednn.mish", "qext_onednn_mish", MISH_EXTENSION,
+            group="qcore.backend_extensions",
+        )  # fmt: skip
+        after = kit.assert_extensions_only_add_patterns(
+            "onednn", TORCHS, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
+        )
+        kit.assert_equals_reference(
+            "onednn", TORCHS, patterns=221, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
+        )
+    assert sorted(after) == sorted([*before, "nn.Mish: extra (not in reference)"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -290,7 +291,7 @@ def test_an_unexpected_error_is_one_line_and_a_hint(
             raise RuntimeError("\nIMPORTANT: PLEASE READ THIS\n\nmany lines of advice") from exc
 
     monkeypatch.setitem(describe.DESCRIBERS, "lowering", broken)
-    monkeypatch.setattr("qcore.cli._resolve", lambda spec, kinds: [("lowering", spec)])
+    monkeypatch.setattr("qcore.cli._resolve", lambda spec, *_: [("lowering", spec)])
     assert main(["show", "anything"]) == 1
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
@@ -335,3 +336,174 @@ def test_debug_prints_the_traceback_of_a_broken_plugin(fake_dist: FakeDist) -> N
     assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 2
     unknown = run("show", "nosuch", "--debug")
     assert "Traceback" in unknown.stderr and "PluginNotFoundError" in unknown.stderr
+
+
+def _run_cli(*args: str, root: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m qcore.cli`` (the console script's ``main``), seeing fake distributions
+    under ``root``."""
+    env = dict(os.environ)
+    if root is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *sys.path])
+    return subprocess.run(
+        [sys.executable, "-m", "qcore.cli", *args],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_version_names_the_distribution_and_the_plugin_api() -> None:
+    from importlib import metadata
+
+    import qcore
+
+    run = _run_cli("--version")
+    assert (run.returncode, run.stderr) == (0, "")
+    installed = metadata.version("qcore-torch")
+    assert installed == qcore.__version__  # the distribution this code is installed as
+    assert run.stdout == f"qcore-torch {installed} (plugin API {qcore.PLUGIN_API_VERSION})\n"
+
+
+KIND_HINT = "hint: 'qcore list' shows each plugin's kind and name; a NAME alone matches any kind"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["check", "lowering:chip"],
+            "qcore check does not take kind 'lowering' ('lowering:chip'); "
+            "the kinds qcore check takes: backend, quantizer",
+        ),
+        (
+            ["show", "backnd:chip"],
+            "unknown kind 'backnd' in 'backnd:chip' (did you mean 'backend'?); "
+            "the kinds qcore show takes: backend, quantizer, lowering",
+        ),
+        (
+            ["check", "quantiser:chip"],
+            "unknown kind 'quantiser' in 'quantiser:chip' (did you mean 'quantizer'?); "
+            "the kinds qcore check takes: backend, quantizer",
+        ),
+        (
+            ["show", "plugin:chip"],
+            "unknown kind 'plugin' in 'plugin:chip'; "
+            "the kinds qcore show takes: backend, quantizer, lowering",
+        ),
+    ],
+)
+def test_a_kind_the_command_does_not_take_is_one_line_naming_the_kinds_it_does(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    fake_dist(
+        "qchip",
+        {
+            "qcore.backends": {"chip": "qchip_kinds.plugin:PLUGIN"},
+            "qcore.lowerings": {"chip": "qchip_kinds.plugin:LOWERING"},
+        },
+        {"qchip_kinds.plugin": GOOD_BACKEND.replace('"tiny"', '"chip"')},
+    )
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [f"qcore: error: {message}", KIND_HINT]
+
+
+def test_an_unknown_name_of_a_kind_lists_the_names_of_that_kind(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_kind_names.plugin")
+    one_plugin(fake_dist, "qlowering-fast", "fast", "qfast.plugin", group="qcore.lowerings")
+    import qcore
+
+    lowerings = sorted(p.name for p in qcore.list_plugins() if p.kind == "lowering")
+    assert "fast" in lowerings and "tiny" not in lowerings
+    assert main(["show", "lowering:tiny"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"qcore: error: unknown plugin 'lowering:tiny' (known: {', '.join(lowerings)})"
+    )
+
+
+def test_check_reports_progress_on_stderr_and_keeps_stdout_the_results(
+    fake_dist: FakeDist,
+) -> None:
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_progress.plugin", GOOD_BACKEND)
+    root = one_plugin(fake_dist, "qbackend-broken", "broken", "qbroken_progress.plugin")
+    run = _run_cli("check", "tiny", "broken", root=root)
+    assert run.returncode == 1
+    out = run.stdout.splitlines()
+    assert out[0].startswith("backend:tiny: ") and out[0].endswith(" passed, 0 failed")
+    assert out[1].startswith("FAIL backend:broken load broken: PluginError: ")
+    assert "qbackend-broken 1.0" in out[1]
+    assert out[2:] == ["backend:broken: 0 passed, 1 failed"]  # the results alone, as before
+    progress = run.stderr.splitlines()
+    assert len(progress) == 4, run.stderr
+    assert progress[0] == "[1/2] backend:tiny ..."
+    assert re.fullmatch(r"\[1/2\] backend:tiny passed in \d+\.\d s", progress[1])
+    assert progress[2] == "[2/2] backend:broken ..."
+    assert re.fullmatch(r"\[2/2\] backend:broken failed in \d+\.\d s", progress[3])
+
+
+def test_check_skips_a_derived_quantizer_whose_backend_is_disabled(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import qcore
+
+    one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_disabled.plugin", GOOD_BACKEND)
+    off = [f"{p.kind}:{p.name}" for p in qcore.list_plugins()]  # every plugin, tiny too
+    monkeypatch.setenv("QCORE_DISABLE_PLUGINS", ",".join(off))
+    assert main(["check"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# qcore demo: its output paths are checked before it trains for minutes
+
+
+def _demo_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["demo", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err.splitlines()
+
+
+DEMO_HINT = "hint: nothing has run yet: fix the path and rerun"
+
+
+def test_demo_refuses_a_path_it_could_not_write_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "a_dir.png").mkdir()
+    formats = ".png, .svg, .svgz, .pdf, .jpg, .jpeg, .tif, .tiff, .webp, .gif, .eps, .ps"
+    cases = {
+        ("--json", tmp_path / "missing" / "demo.json"): f"directory {tmp_path / 'missing'} does not exist",
+        ("--json", tmp_path): "is a directory; name a file to write",
+        ("--plot", tmp_path / "a_dir.png"): "is a directory; name a file to write",
+        ("--plot", tmp_path / "a_file" / "demo.png"): f"{tmp_path / 'a_file'} is not a directory",
+        ("--plot", tmp_path / "demo.bmp"): f"'.bmp' is not a format it can be written in "
+        f"({formats})",
+        ("--plot", tmp_path / "demo"): "a name without a suffix is not a format it can be "
+        f"written in ({formats})",
+        # nobody, root included, can create a file in /proc
+        ("--json", Path("/proc/qcore-demo.json")): "cannot write in /proc (",
+    }  # fmt: skip
+    for (option, path), why in cases.items():
+        error, hint = _demo_error([option, str(path)], capsys)
+        assert error.startswith(f"qcore: error: {option} {path}: {why}"), error
+        assert hint == DEMO_HINT
+    same = str(tmp_path / "out.png")
+    assert _demo_error(["--json", same, "--plot", same], capsys) == [
+        f"qcore: error: --json and --plot both name {same}",
+        DEMO_HINT,
+    ]
+
+
+def test_demo_accepts_every_path_it_can_write(tmp_path: Path) -> None:
+    from qcore.cli_paths import PLOT_SUFFIXES, check_output_path
+
+    existing = tmp_path / "old.json"
+    existing.write_text("{}")
+    check_output_path("--json", existing)  # overwritten, as before
+    check_output_path("--json", tmp_path / "new.json")
+    for suffix in (*PLOT_SUFFIXES, ".PNG"):
+        check_output_path("--plot", tmp_path / f"chart{suffix}", PLOT_SUFFIXES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]  # the check left nothing
+    assert existing.read_text() == "{}"

@@ -6,6 +6,7 @@ loads them through entry points, as it loads first-party plugins.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -69,9 +70,11 @@ def conv_relu_fused():
         .set_reference_quantized_module(torch.ao.nn.quantized.reference.Conv2d)
     )
 
+PLUGIN_FIELDS = {{}}
+
 {build}
 
-PLUGIN = BackendPlugin(name="{name}", backend_config=build)
+PLUGIN = BackendPlugin(name="{name}", backend_config=build, **PLUGIN_FIELDS)
 """
 
 GOOD = """
@@ -124,6 +127,94 @@ def test_a_conformant_plugin_passes_every_check(install_backend: InstallBackend)
         ("well-formed", "operator.add"),
     ]
     assert "quantized" in _only(results, "prepare-convert", "Conv2d → ReLU").detail
+
+
+GOOD_SUBJECTS = ["Conv2d → ReLU", "Linear", "nni.ConvReLU2d", "operator.add"]
+
+
+def _prepare_convert(results: list[CheckResult]) -> dict[str, CheckResult]:
+    return {r.subject: r for r in results if r.check == "prepare-convert"}
+
+
+def test_every_pattern_of_a_conformant_plugin_is_quantized_above_the_floor(
+    install_backend: InstallBackend,
+) -> None:
+    install_backend("floorchip", GOOD)
+    runs = _prepare_convert(assert_conformant("backend", "floorchip"))
+    assert sorted(runs) == GOOD_SUBJECTS
+    for subject, result in runs.items():
+        db = float(re.fullmatch(r"quantized, SQNR (\S+) dB \(floor 20 dB\)", result.detail)[1])
+        # int8 against float: far above the floor, far below float's exactness
+        assert 25 < db < 60, (subject, result.detail)
+
+
+# A mapping that quantizes nothing: every pattern stays float.
+NOTHING = GOOD + """
+PLUGIN_FIELDS = {"qconfig_mapping": lambda is_qat, model=None: QConfigMapping()}
+"""
+
+
+def test_a_backend_that_quantizes_nothing_fails(install_backend: InstallBackend) -> None:
+    install_backend("nothingchip", NOTHING)
+    runs = _prepare_convert(check_backend("nothingchip"))
+    assert sorted(runs) == GOOD_SUBJECTS
+    for result in runs.values():
+        assert not result.ok
+        assert result.detail.startswith("left in float by the mapping, and not declared")
+    with pytest.raises(AssertionError, match=r"(?s)failed 4 of .*prepare-convert Linear: left in"):
+        assert_conformant("backend", "nothingchip")
+
+
+def test_declared_float_patterns_must_stay_float(install_backend: InstallBackend) -> None:
+    """The declaration is exact: what it names stays float, what it omits quantizes."""
+    install_backend("nothingchip", NOTHING)
+    runs = _prepare_convert(assert_conformant("backend", "nothingchip", stays_float=GOOD_SUBJECTS))
+    assert all(r.detail.startswith("stays float, as declared") for r in runs.values())
+    # the same declaration on a backend that does quantize them fails each one
+    install_backend("goodchip", GOOD)
+    runs = _prepare_convert(check_backend("goodchip", stays_float=["Linear", "operator.add"]))
+    assert {s for s, r in runs.items() if not r.ok} == {"Linear", "operator.add"}
+    assert runs["Linear"].detail.startswith("declared in stays_float, but quantized")
+
+
+def test_the_plugins_declaration_is_the_default_and_names_must_exist(
+    install_backend: InstallBackend,
+) -> None:
+    install_backend(
+        "halfchip",
+        GOOD + """
+def _mapping(is_qat, model=None):
+    from torch.ao.quantization import get_default_qconfig_mapping
+    return get_default_qconfig_mapping().set_object_type(nn.Linear, None)
+PLUGIN_FIELDS = {"qconfig_mapping": _mapping, "stays_float": ("Linear", "Conv3d")}
+""",
+    )
+    results = check_backend("halfchip")
+    assert [str(r) for r in results if not r.ok] == [
+        "FAIL backend:halfchip stays-float Conv3d: declared to stay float, but the backend "
+        "has no pattern of that name"
+    ]
+    assert _prepare_convert(results)["Linear"].detail.startswith("stays float, as declared")
+
+
+def test_a_pattern_quantized_below_the_floor_fails(install_backend: InstallBackend) -> None:
+    """2-bit activations: quantized, but far from float."""
+    install_backend(
+        "twobitchip",
+        GOOD + """
+from torch.ao.quantization import QConfig, MinMaxObserver, default_per_channel_weight_observer
+def _mapping(is_qat, model=None):
+    act = MinMaxObserver.with_args(dtype=torch.quint8, quant_min=0, quant_max=3)
+    return QConfigMapping().set_global(QConfig(act, default_per_channel_weight_observer))
+PLUGIN_FIELDS = {"qconfig_mapping": _mapping}
+""",
+    )
+    runs = _prepare_convert(check_backend("twobitchip"))
+    for result in runs.values():
+        assert not result.ok
+        db = float(re.fullmatch(r"quantized, SQNR (\S+) dB, below the floor of 20 dB", result.detail)[1])
+        assert db < 15  # 2 bits: about 6 dB a bit, far below
+    assert all(r.ok for r in _prepare_convert(check_backend("twobitchip", min_sqnr_db=0)).values())
 
 
 def test_a_fuser_returning_the_wrong_module_fails(install_backend: InstallBackend) -> None:

@@ -6,8 +6,10 @@ qcore's suite needs no first-party plugin; the references are torch's raw FX flo
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
+import int16_pairs as pairs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,35 +22,11 @@ import qcore.fx
 from qcore import host
 from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
-from qcore.testing.fakes import FakeDist
-
-IMPL = '''
-import torch.ao.quantization.backend_config.utils
-from torch.ao.quantization import get_default_qconfig_mapping
-from torch.ao.quantization.backend_config import get_onednn_backend_config
-from qcore.int8.weight_ranges import fit_qconfig_mapping
-
-def config():
-    return get_onednn_backend_config()
-
-def mapping(is_qat=False, model=None):
-    return fit_qconfig_mapping(get_default_qconfig_mapping("onednn"))
-'''
-DESCRIPTORS = '''
-from qcore.plugin_api import BackendPlugin
-NATIVE = BackendPlugin("fxnative", "fx_fake_impl:config", "fx_fake_impl:mapping")
-REFERENCE = BackendPlugin("fxref", "fx_fake_impl:config", "fx_fake_impl:mapping",
-                          reference_convert=True)
-'''
 
 
 @pytest.fixture
-def backends(fake_dist: FakeDist) -> Iterator[None]:
-    fake_dist(
-        "qcore-fake-fx",
-        {"qcore.backends": {"fxnative": "fx_fake_plugin:NATIVE", "fxref": "fx_fake_plugin:REFERENCE"}},
-        {"fx_fake_impl": IMPL, "fx_fake_plugin": DESCRIPTORS},
-    )
+def backends(torch_onednn_plugins: None) -> Iterator[None]:
+    """``fxnative`` and ``fxref`` (conftest.py), under torch's oneDNN engine."""
     with quantized_engine("onednn"):
         yield
 
@@ -153,19 +131,36 @@ def _two_linear_batches() -> list[Tensor]:
     return [torch.randn(32, 64, generator=torch.Generator().manual_seed(i)) for i in range(3)]
 
 
+def _input_qparams(converted: nn.Module, layer: str) -> tuple[float, int]:
+    """Scale and zero point of the quantize feeding ``layer`` (torch's observer chose them)."""
+    node = next(n for n in converted.graph.nodes if n.op == "call_module" and n.target == layer)
+    quantize = node.args[0]
+    while quantize.target is not torch.quantize_per_tensor:
+        quantize = quantize.args[0]
+    scale, zero_point = (getattr(converted, a.target) for a in quantize.args[1:3])
+    return float(scale), int(zero_point)
+
+
 def test_saturating_target_narrows_only_the_layers_that_overflow(backends: None) -> None:
+    """Against brute force: every int16 pair sum of the converted weight codes with every
+    calibration input's uint8 codes, and the documented rule restated on those sums."""
     model, batches = TwoLinears().eval(), _two_linear_batches()
     with host.targeting("avx2"):
         converted = qcore.fx.quantize(model, "fxnative", batches)
-    ranges = qcore.fx.weight_ranges(converted)
-    assert ranges["hot"].narrowed > 0 and ranges["hot"].saturated > 0
-    assert ranges["hot"].sqnr_chosen > ranges["hot"].sqnr_full
-    assert ranges["cold"].narrowed == 0
-    for name in ("hot", "cold"):
-        weight = converted.get_submodule(name).weight()
-        amax = getattr(model, name).weight.detach().abs().amax(1)
-        expected = amax / torch.tensor(ranges[name].half_ranges)
-        torch.testing.assert_close(weight.q_per_channel_scales().float(), expected)
+    hot = converted.get_submodule("hot").weight()
+    rows = pairs.linear_rows(pairs.input_codes(torch.cat(batches), *_input_qparams(converted, "hot")))
+    weight = model.hot.weight.detach()
+    assert bool(pairs.overflows(rows, pairs.full_range_codes(weight)).any())
+    assert not bool(pairs.overflows(rows, hot.int_repr()).any())
+    halves = pairs.expected_half_ranges(rows, weight)
+    assert 0 < sum(h < 127.5 for h in halves) < len(halves)
+    expected = weight.abs().amax(1) / torch.tensor(halves, dtype=torch.float64)
+    torch.testing.assert_close(hot.q_per_channel_scales(), expected)
+    # the cold layer: no uint8 input at all can overflow it, so it keeps the full range
+    cold = model.cold.weight.detach()
+    assert not bool(pairs.any_input_can_overflow(pairs.full_range_codes(cold)).any())
+    cold_scales = converted.get_submodule("cold").weight().q_per_channel_scales()
+    torch.testing.assert_close(cold_scales, cold.abs().amax(1).double() / 127.5)
 
 
 def test_non_saturating_target_is_bit_identical_to_torchs_flow(backends: None) -> None:
@@ -184,7 +179,20 @@ def test_convert_names_what_is_missing(backends: None) -> None:
                      backend_config=get_onednn_backend_config())
     with pytest.raises(ValueError, match=r"not prepared by qcore\.fx\.prepare; pass backend="):
         qcore.fx.convert(raw)
-    assert qcore.fx.convert(raw, backend="fxnative") is not None
+    # named, the backend converts a raw prepare_fx model exactly as torch's convert_fx does
+    # (a VNNI target: the mapping is torch's own, so there is nothing of qcore's to add)
+    with host.targeting("avx512_vnni"):
+        raw = prepare_fx(TwoLinears().eval(), get_default_qconfig_mapping("onednn"),
+                         (batches[0],), backend_config=get_onednn_backend_config())
+        with torch.no_grad():
+            for batch in batches:
+                raw(batch)
+        reference = convert_fx(copy.deepcopy(raw), backend_config=get_onednn_backend_config())
+        ours = qcore.fx.convert(raw, backend="fxnative")
+    assert {type(m).__name__ for m in ours.modules()} >= {"Linear", "LinearReLU"}
+    assert type(ours.hot).__module__.startswith("torch.ao.nn.intrinsic.quantized")
+    with torch.no_grad():
+        assert torch.equal(ours(batches[0]), reference(batches[0]))
     prepared = qcore.fx.prepare(TwoLinears().eval(), "fxnative", batches[0])
     with pytest.raises(ValueError, match="prepared for backend 'fxnative', not 'fxref'"):
         qcore.fx.convert(prepared, backend="fxref")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
+import int16_pairs as pairs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,6 +19,7 @@ from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserve
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
+import qcore
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.int8.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
@@ -71,7 +74,7 @@ def _batches() -> list[Tensor]:
 
 def _quantize(
     model: nn.Module,
-    quantizer: _Uint8Quantizer | None = None,
+    quantizer: Any = None,
     batches: list[Tensor] | None = None,
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
     batches = batches or _batches()
@@ -102,21 +105,94 @@ def test_non_saturating_target_uses_torchaos_observer() -> None:
     assert observers == []
 
 
+def _weight_codes(converted: torch.fx.GraphModule) -> list[Tensor]:
+    """The int8 weight codes the converted graph holds, in graph order."""
+    codes = []
+    for node in converted.graph.nodes:
+        if node.op == "call_function" and "dequantize_per_channel" in str(node.target):
+            codes.append(getattr(converted, node.args[0].target))
+    return codes
+
+
+def _input_qparams(converted: torch.fx.GraphModule) -> tuple[float, int]:
+    """Scale and zero point of the graph input's quantize (torchao's observer chose them)."""
+    node = next(n for n in converted.graph.nodes if "quantize_per_tensor" in str(n.target))
+    return float(node.args[1]), int(node.args[2])
+
+
 def test_saturating_target_chooses_per_channel_ranges_from_calibration() -> None:
+    """Against brute force: every int16 pair sum of the chosen weight codes with every
+    calibration input's uint8 codes, and the documented rule restated on those sums."""
     model = TwoLinears().eval()
     with host.targeting("avx2"):
-        converted, observers = _quantize(model)
-    assert len(observers) == 2
-    hot = next(o for o in observers if o.min_val.numel() == 16)
-    cold = next(o for o in observers if o.min_val.numel() == 8)
-    assert hot.choice is not None and hot.choice.narrowed > 0
-    assert hot.choice.sqnr_chosen > hot.choice.sqnr_full
-    assert cold.choice is not None and cold.choice.narrowed == 0
+        converted, _ = _quantize(model)
     hot_scale, cold_scale = _weight_scales(converted)
-    for layer, scale, choice in ((model.hot, hot_scale, hot.choice),
-                                 (model.cold, cold_scale, cold.choice)):
-        amax = layer.weight.detach().abs().amax(1)
-        torch.testing.assert_close(scale.float(), amax / torch.tensor(choice.half_ranges))
+    hot_codes, cold_codes = _weight_codes(converted)
+    rows = pairs.linear_rows(pairs.input_codes(torch.cat(_batches()), *_input_qparams(converted)))
+    weight = model.hot.weight.detach()
+    full = pairs.full_range_codes(weight)
+    # full range overflows on these very inputs: the case means something
+    assert bool(pairs.overflows(rows, full).any())
+    # the chosen codes never leave int16 on any calibration input...
+    assert not bool(pairs.overflows(rows, hot_codes).any())
+    # ...and are the documented rule's: narrowed only where the full range peaks too high
+    halves = pairs.expected_half_ranges(rows, weight)
+    assert 0 < sum(h < 127.5 for h in halves) < len(halves)
+    torch.testing.assert_close(
+        hot_scale.float(), (weight.abs().amax(1) / torch.tensor(halves, dtype=torch.float64)).float()
+    )
+    # the cold layer: no uint8 input at all can overflow it, so it keeps the full range
+    cold = model.cold.weight.detach()
+    assert not bool(pairs.any_input_can_overflow(pairs.full_range_codes(cold)).any())
+    torch.testing.assert_close(cold_scale.float(), cold.abs().amax(1) / 127.5)
+    assert torch.equal(cold_codes.to(torch.int64), pairs.full_range_codes(cold))
+
+
+class SharedObserverConvs(nn.Module):
+    """conv1d, relu, then a reshape (which shares the relu's observer) into a conv3d: one
+    input observer serves two layers of equal channels and different ranks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(4)
+        self.w1 = nn.Parameter(torch.randn(8, 3, 3, generator=gen))
+        self.w3 = nn.Parameter(torch.randn(8, 8, 3, 3, 3, generator=gen))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.relu(F.conv1d(x, self.w1, None, stride=1, padding=1))
+        return F.conv3d(y.reshape(x.shape[0], 8, 6, 3, 3), self.w3, None, stride=1, padding=1)
+
+
+def test_a_shared_input_observer_gives_each_layer_its_own_inputs(
+    torch_onednn_plugins: None,
+) -> None:
+    """The PT2E quantizer derived from torch's oneDNN config shares the relu's observer
+    with the reshape: the conv3d's range must be chosen on the conv3d's inputs, not the
+    conv1d's output that the same observer saw first (shaped otherwise, it crashed the
+    emulation's matmul)."""
+    model = SharedObserverConvs().eval()
+    batches = [torch.randn(4, 3, 54, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    with host.targeting("avx2"):
+        quantizer = qcore.get_quantizer("fxnative", model=model)
+        converted, observers = _quantize(model, quantizer, batches)
+    assert len(observers) == 2 and all(o.choice is not None for o in observers)
+    conv3d_codes = _weight_codes(converted)[1]
+    # the conv3d's real inputs: the float relu output, as the shared observer rounds it
+    relu = next(n for n in converted.graph.nodes if "relu" in str(n.target))
+    (quantize,) = [u for u in relu.users if "quantize_per_tensor" in str(u.target)]
+    scale, zero_point = float(quantize.args[1]), int(quantize.args[2])
+    with torch.no_grad():
+        inputs = torch.cat([F.relu(F.conv1d(b, model.w1, None, 1, 1)) for b in batches])
+    codes = pairs.input_codes(inputs.reshape(-1, 8, 6, 3, 3), scale, zero_point)
+    rows = pairs.conv_rows(codes, (3, 3, 3), 1, zero_point)
+    weight = model.w3.detach()
+    assert bool(pairs.overflows(rows, pairs.full_range_codes(weight)).any())  # a real case
+    assert not bool(pairs.overflows(rows, conv3d_codes).any())
+    # every position is sampled here (432 <= 512): the documented rule, exactly
+    expected = weight.reshape(8, -1).abs().amax(1) / torch.tensor(
+        pairs.expected_half_ranges(rows, weight), dtype=torch.float64
+    )
+    torch.testing.assert_close(_weight_scales(converted)[1].float(), expected.float())
 
 
 def test_an_unlinked_observer_keeps_every_channel_safe() -> None:

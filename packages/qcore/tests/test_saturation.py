@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+import int16_pairs as pairs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -103,26 +104,71 @@ def _relu_like(shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) * 3
 
 
+SAME_3X3 = Geometry.conv((1, 1), (1, 1), (1, 1))
+
+
 def test_choice_keeps_full_range_where_nothing_overflows() -> None:
     w = torch.randn(8, 16, 3, 3, generator=torch.Generator().manual_seed(3)) * 0.1
     x = _relu_like((2, 16, 8, 8), 4) * 0.01  # codes stay near 0: no pair can overflow
-    choice = choose_weight_ranges(w, x, (3 / 255, 0, 0, 255), Geometry.conv((1, 1), (1, 1), (1, 1)))
-    assert choice.saturated == 0.0 and choice.narrowed == 0
-    assert choice.sqnr_chosen == choice.sqnr_full
+    choice = choose_weight_ranges(w, x, (3 / 255, 0, 0, 255), SAME_3X3)
+    # brute force: no pair sum of the full-range codes leaves int16 at any position
+    rows = pairs.conv_rows(pairs.input_codes(x, 3 / 255, 0), (3, 3), 1, 0)
+    assert not bool(pairs.overflows(rows, pairs.full_range_codes(w)).any())
+    assert choice.half_ranges == (127.5,) * 8
     assert torch.equal(choice.scale_factors(), torch.ones(8, dtype=torch.float64))
+
+
+def _emulated_output(
+    x: torch.Tensor, w: torch.Tensor, halves: list[float], qparams: tuple[float, int]
+) -> torch.Tensor:
+    """The saturating kernel's output at every position, brute force, in float."""
+    scale, zero_point = qparams
+    rows = pairs.conv_rows(pairs.input_codes(x, scale, zero_point), (3, 3), 1, zero_point)
+    codes, w_scale = pairs.codes_for(w, halves)
+    flat = codes.reshape(w.shape[0], w.shape[1], -1)
+    acc = pairs.saturated_accumulators(rows, flat) - zero_point * flat.sum((1, 2))
+    return acc.double() * scale * w_scale
 
 
 @pytest.mark.parametrize("zero_point", [0, 128])
 def test_choice_narrows_overflowing_channels_and_is_never_worse(zero_point: int) -> None:
+    """Against brute force on every output position (128, all sampled): full-range codes
+    overflow; the chosen ones never do, follow the documented rule, and the saturating
+    kernel's output gets far closer to float."""
     w = torch.randn(16, 32, 3, 3, generator=torch.Generator().manual_seed(5))
     x = _relu_like((2, 32, 8, 8), 6) - (1.5 if zero_point else 0)
     scale = float((x.max() - x.min()) / 255)
-    choice = choose_weight_ranges(w, x, (scale, zero_point, 0, 255),
-                                  Geometry.conv((1, 1), (1, 1), (1, 1)))
-    assert choice.saturated > 0
-    assert 0 < choice.narrowed <= 16
-    assert choice.sqnr_chosen > choice.sqnr_full + 3
-    assert choice.saturated_chosen == 0
+    choice = choose_weight_ranges(w, x, (scale, zero_point, 0, 255), SAME_3X3)
+    rows = pairs.conv_rows(pairs.input_codes(x, scale, zero_point), (3, 3), 1, zero_point)
+    assert bool(pairs.overflows(rows, pairs.full_range_codes(w)).any())
+    chosen, _ = pairs.codes_for(w, list(choice.half_ranges))
+    assert not bool(pairs.overflows(rows, chosen).any())
+    expected = pairs.expected_half_ranges(rows, w)
+    assert list(choice.half_ranges) == expected
+    assert 0 < sum(h < 127.5 for h in expected) <= 16
+    reference = F.conv2d(x.double(), w.double(), padding=1).permute(0, 2, 3, 1).reshape(-1, 16)
+    full = _emulated_output(x, w, [127.5] * 16, (scale, zero_point))
+    narrowed = _emulated_output(x, w, expected, (scale, zero_point))
+    assert sqnr(reference, narrowed) > sqnr(reference, full) + 3
+
+
+@pytest.mark.parametrize("spike", [(0, 0), (3, 17), (9, 9), (13, 7), (16, 2), (19, 19)])
+def test_every_position_is_seen_when_there_are_few(spike: tuple[int, int]) -> None:
+    """One spike at one output position overflows one channel (a 1x1 conv: no other
+    position sees it): with at most ``samples`` positions none may be missed, where a
+    draw with replacement misses each with probability 1/e."""
+    gen = torch.Generator().manual_seed(8)
+    w = torch.randn(4, 8, 1, 1, generator=gen) * 0.1
+    w[0, :2] = 1.0  # channel 0: a pair of two large same-sign weights
+    x = torch.rand(1, 8, 20, 20, generator=gen) * 0.05
+    x[0, :2, spike[0], spike[1]] = 1.0  # where that pair meets two full-scale inputs
+    geometry = Geometry.conv((1, 1), (0, 0), (1, 1))
+    choice = choose_weight_ranges(w, x, (1 / 255, 0, 0, 255), geometry, samples=400)
+    rows = pairs.conv_rows(pairs.input_codes(x, 1 / 255, 0), (1, 1), 0, 0)
+    assert rows.shape[0] == 400
+    expected = pairs.expected_half_ranges(rows, w)
+    assert expected[0] < 127.5  # the spike overflows at full range
+    assert list(choice.half_ranges) == expected
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ first-party plugin (the tox ``demo`` env), in a subprocess, with a fresh model c
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import subprocess
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from qcore.demo import STAGE_NAMES
+from qcore.demo.output import SERIES_KEY
 
 FIRST_PARTY = {
     "FX onednn": "qbackend-onednn",
@@ -71,16 +75,36 @@ def test_the_screen_is_clean_and_fits_80_columns(
     assert all(len(line) <= 80 for line in output.splitlines()), output
 
 
+def _png_text(png: bytes) -> dict[str, str]:
+    """The PNG's tEXt chunks, keyword -> text (the file format, no image library)."""
+    found, position = {}, 8
+    while position < len(png):
+        length, kind = struct.unpack(">I4s", png[position : position + 8])
+        data = png[position + 8 : position + 8 + length]
+        if kind == b"tEXt":
+            key, _, value = data.partition(b"\0")
+            found[key.decode("latin-1")] = value.decode("latin-1")
+        position += 12 + length
+    return found
+
+
 def test_the_plot_is_a_png_with_a_series_per_flow(
     first_run: tuple[Path, str, dict[str, Any]],
 ) -> None:
+    """The chart's lines, as the demo wrote them into the PNG: one per flow, one point
+    per layer in the network's order, each the SQNR the JSON reports for that layer."""
     tmp, _, data = first_run
     png = (tmp / "demo.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert width > 400 and height > 200
+    series = json.loads(_png_text(png)[SERIES_KEY])
+    assert set(series) == {f["flow"] for f in data["flows"]} >= set(FIRST_PARTY)
     for flow in data["flows"]:
-        assert len(flow["layer_sqnr_db"]) == 6, flow["flow"]  # one point per layer
+        plotted = series[flow["flow"]]
+        assert list(plotted) == list(STAGE_NAMES) and len(plotted) == 6, flow["flow"]
+        for stage, value in plotted.items():
+            assert math.isclose(value, flow["layer_sqnr_db"][stage]), (flow["flow"], stage)
 
 
 def test_a_second_run_uses_the_cached_model(
@@ -91,3 +115,17 @@ def test_a_second_run_uses_the_cached_model(
     again = _demo(tmp)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "loaded from cache" in again.stdout
+
+
+def test_every_chart_format_the_command_accepts_is_one_matplotlib_writes(tmp_path: Path) -> None:
+    """``qcore demo`` checks ``--plot``'s suffix before importing matplotlib; each suffix it
+    lets through must be one that ``savefig`` writes here."""
+    from matplotlib.figure import Figure
+
+    from qcore.cli_paths import PLOT_SUFFIXES
+
+    for suffix in PLOT_SUFFIXES:
+        figure = Figure(figsize=(1, 1))
+        figure.add_subplot().plot([0, 1])
+        figure.savefig(tmp_path / f"chart{suffix}")
+        assert (tmp_path / f"chart{suffix}").stat().st_size > 0, suffix

@@ -1,32 +1,26 @@
 """Quantize a few models, lower them with torch 2.13's built-in x86 Inductor passes
-(``freezing=True``, ``torch.compile``) and measure the result. Run in a fresh interpreter
-by ``test_builtin_lowering.py``: no other pass (torchao's, qinductor-x86's) may be
-registered, so the lowering is torch's own.
+(``freezing=True``, ``torch.compile``) and measure the result. Run for
+``test_builtin_lowering.py`` in the interpreter of mode ``builtins`` (``probe_modes.py``),
+before anything there installs a lowering of ours: no other pass (torchao's,
+qinductor-x86's) may be registered, so the lowering is torch's own.
 
 For each model: our quantizer built for a VNNI target and for this host's target, and
 torchao 0.18's quantizer (loaded without its pass registration) on the model or, when
 torchao cannot quantize it, on its one-module-per-call-site twin. For each: the oneDNN
 int8 kernels the generated code calls, the compiled output against the eager converted
 one, and SQNR against the float model.
-
-    python lower_builtin.py [MODEL ...]
 """
 
 from __future__ import annotations
 
-import sys
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torchao_reference
 from torch._inductor import config as inductor_config
 
 import qcore
-from qcore.testing.fresh import emit
 from qinductor_x86 import quantizer as ours
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
@@ -34,33 +28,42 @@ MODELS = {"resnet_reused": "resnet", "mobilenet": "mobilenet", "mlp": "mlp"}
 VNNI = "avx512_vnni"
 
 
-def lower(
+def quantized(
     module: Any, name: str, target: AbstractContextManager[Any], **options: Any
-) -> dict[str, Any]:
+) -> zoo.HeldOut:
     with target:
         quantizer = module.X86InductorQuantizer().set_global(
             module.get_default_x86_inductor_quantization_config(**options)
         )
-        measured, result = zoo.measure_held_out(name, quantizer, lowered=False)
+        return zoo.quantize_held_out(name, quantizer)
+
+
+def measure(quantized: zoo.HeldOut) -> dict[str, Any]:
+    measured, result = zoo.measure(quantized, lowered=False)
     measured["qconv"] = sum(k.startswith("qconv") for k in result.kernels)
     measured["qlinear"] = sum(k.startswith("qlinear") for k in result.kernels)
     return measured
 
 
-def main(names: list[str]) -> None:
+def measure_all() -> dict[str, Any]:
+    """Every model (mode ``builtins``: torch's copy the only one registered).
+
+    On a target that does not saturate, ``weight_rule`` changes nothing, so the model
+    quantized for this host is the one quantized for a VNNI target: when the two converted
+    models are the same (``lowering_zoo.same_converted_model``), the second is not compiled
+    again (torch's passes do not read the int8 target; one thread is deterministic)."""
     assert inductor_config.pre_grad_custom_pass is None, "a custom pre-grad pass is installed"
     ref = torchao_reference.load()
-    host = qcore.host.target()
-    results: dict[str, Any] = {"_host": {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}}
-    for name in names:
+    results: dict[str, Any] = {}
+    for name, twin in MODELS.items():
+        for_vnni = quantized(ours, name, qcore.host.targeting(VNNI))
+        # for torch's passes, which saturate where this package's lowering is exact
+        for_host = quantized(ours, name, nullcontext(), weight_rule="never_overflow")
+        vnni = measure(for_vnni)
+        same = zoo.same_converted_model(for_vnni.converted, for_host.converted)
         results[name] = {
-            "ours_vnni": lower(ours, name, qcore.host.targeting(VNNI)),
-            # for torch's passes, which saturate where this package's lowering is exact
-            "ours_host": lower(ours, name, nullcontext(), weight_rule="never_overflow"),
-            "torchao": lower(ref, MODELS[name], nullcontext()),
+            "ours_vnni": vnni,
+            "ours_host": {**vnni, "compiled_once": True} if same else measure(for_host),
+            "torchao": measure(quantized(ref, twin, nullcontext())),
         }
-    emit(results)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:] or list(MODELS))
+    return results

@@ -1,10 +1,9 @@
 """Lower graphs whose int8 results have several readers ("fan-out") and measure the code.
 
-Run in a fresh interpreter by ``test_lowering_fanout.py``, once per lowering:
-
-    python lower_fanout.py torch   # torch 2.13's built-in x86 passes, alone
-    python lower_fanout.py ours    # qinductor-x86 alone (torch's copy switched off),
-                                   # once per target: avx2 and avx512_vnni
+Run for ``test_lowering_fanout.py`` in the interpreter of each lowering mode
+(``probe_modes.py``): ``torch`` in mode ``builtins`` (torch 2.13's built-in x86 passes,
+alone), ``ours`` in mode ``standalone`` (qinductor-x86 alone, torch's copy switched off),
+once per target: avx2 and avx512_vnni.
 
 Every graph is quantized by torchao 0.18's ``X86InductorQuantizer`` (full-range int8
 weights, loaded without its pass registration) and compiled with freezing. For each: the
@@ -19,20 +18,13 @@ from __future__ import annotations
 import ast
 import operator
 import re
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torch
 from test_lowering_saturation import INT16_MAX, brute_force_worst_pair, int8_weights
 from torch import nn
-
-import qcore
-from qcore.testing.fresh import emit
 
 TARGETS = ("avx2", "avx512_vnni")
 KERNEL = "torch.ops.onednn.q"
@@ -110,12 +102,10 @@ def measure(converted: Any, x: torch.Tensor, target: str | None) -> dict[str, An
     return measured
 
 
-def main(mode: str) -> None:
-    results: dict[str, Any] = {"_host": {"saturates_u8s8": qcore.host.target().saturates_u8s8}}
-    if mode == "ours":
-        from qinductor_x86.lowering import switch_off_torch_builtins
-
-        switch_off_torch_builtins()
+def measure_all(mode: str) -> dict[str, Any]:
+    """Every graph: ``torch`` compiled by torch's passes alone (mode ``builtins``), ``ours``
+    by this package's lowering alone (mode ``standalone``), once per target."""
+    results: dict[str, Any] = {}
     for name, (make, shape) in GRAPHS.items():
         torch.manual_seed(0)
         x = zoo.example(*shape, seed=1)
@@ -131,8 +121,4 @@ def main(mode: str) -> None:
                 **measure(converted, x, target),
                 "can_overflow": overflowing,
             }
-    emit(results)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
+    return results

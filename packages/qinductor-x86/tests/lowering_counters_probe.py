@@ -1,37 +1,32 @@
-"""Compile every graph of the counter zoo once and write torch's counters, in a process of
-its own (which x86 int8 passes exist is process-wide and permanent):
+"""Compile every graph of the counter zoo once and record torch's counters, on one side,
+in the interpreter of its mode (``probe_modes.py``; which x86 int8 passes exist is
+process-wide and permanent):
 
-* ``torch``: torch 2.13's built-in passes, with torchao's x86 quantizer module imported
-  as users import it (it registers torchao's passes too); no lowering of ours;
-* ``ours``: torch's copy switched off before the first compile, torchao's quantizer module
-  never imported with side effects; this package's lowering installed.
+* torch's side (mode ``reference``): torch 2.13's built-in passes, with torchao's x86
+  quantizer module imported as users import it (it registers torchao's passes too); no
+  lowering of ours;
+* ours (mode ``standalone``): torch's copy switched off before the first compile, torchao's
+  quantizer module never imported with side effects; this package's lowering installed.
 
 Both sides quantize the same models with this package's x86 quantizer, weights narrowed
 to [-64, 64] (``lowering_zoo.narrow_weights``) so that nothing can saturate and nothing
 is split on any CPU. Per graph: ``counters["inductor"]`` after the compile, the oneDNN
 kernels Inductor's generated code calls, and the compiled output against the eager one.
-
-    python lowering_counters_probe.py torch|ours [GRAPH ...]
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qcore.testing.fresh import emit
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
@@ -239,6 +234,7 @@ def measure(name: str, ours: bool) -> dict[str, Any]:
     return {
         "target": target,
         "lowered": dict(result.report.lowered) if ours else None,
+        "reported_kernels": result.report.int8_kernels if ours else None,
         "counters": result.counters,
         "kernels": sorted("".join(groups) for groups in _KERNEL_CALL.findall(result.code)),
         "relative_l2": result.relative_l2,
@@ -246,26 +242,13 @@ def measure(name: str, ours: bool) -> dict[str, Any]:
     }
 
 
-def main(side: str, names: list[str]) -> None:
-    if side == "ours":
-        from qinductor_x86 import lowering as x86_lowering
-
-        x86_lowering.switch_off_torch_builtins()
-    else:
-        import torchao_reference
-
-        torchao_reference.load_with_side_effects()
+def measure_all(ours: bool) -> dict[str, Any]:
+    """Every graph, compiled by this package's lowering (``ours``) or by the passes the
+    process registered (torch's and torchao's); an error is reported as the graph's result."""
     results: dict[str, Any] = {}
-    for name in names or GRAPHS:
+    for name in GRAPHS:
         try:
-            results[name] = measure(name, side == "ours")
+            results[name] = measure(name, ours)
         except Exception:  # noqa: BLE001 - upstream passes may raise on graphs they do not support
             results[name] = {"error": traceback.format_exc()[-3000:]}
-    from qinductor_x86 import lowering as x86_lowering
-
-    results["_other_passes"] = x86_lowering.other_x86_passes()
-    emit(results)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    return results

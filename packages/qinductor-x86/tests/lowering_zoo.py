@@ -7,8 +7,10 @@ and the XNNPACK quantizer (signed int8 activations). References are the eager co
 model and the float model, never outputs of the lowering itself.
 
 Which x86 int8 passes exist is process-wide and permanent (torch registers its copy at
-the first compile, torchao at import), so the scripts of this folder that measure one
-lowering mode run in a fresh interpreter each (:func:`run_script`), and report with
+the first compile, torchao at import), so the measurements of this folder that need one
+lowering mode run in the fresh interpreter of that mode (``probe_modes.py``, one per mode
+and test session, through conftest.py's ``probes`` fixture), and the scripts that change
+what a process loads run in one of their own (:func:`run_script`); they report with
 ``qcore.testing.fresh.emit``. They run on one thread: oneDNN's int8 kernels for CPUs
 without VNNI give different results from run to run with two threads (seen with
 ``ONEDNN_MAX_CPU_ISA=AVX2`` on torch 2.13: the same ResNet compiled by torch's own passes
@@ -310,29 +312,81 @@ def lower(
     return Lowered(eager, output, code, report, counters)
 
 
-def measure_held_out(name: str, quantizer: Any, *, lowered: bool) -> tuple[dict[str, Any], Lowered]:
-    """Model ``name`` of the parity zoo quantized by ``quantizer`` (four calibration
-    batches) and compiled (see :func:`lower`), on a held-out batch: the int8 kernels, the
-    compiled output against the eager converted one, and SQNR of both against float."""
+@dataclass(frozen=True)
+class HeldOut:
+    """Model ``name`` of the parity zoo, quantized (four calibration batches), and a
+    held-out batch with the float model's output on it."""
+
+    model: Any
+    converted: Any
+    inputs: tuple[torch.Tensor, ...]
+    reference: torch.Tensor
+
+
+def quantize_held_out(name: str, quantizer: Any) -> HeldOut:
     model, example = pm.build(name)
     inputs = pm.lookup(name)[1]
     converted = quantize(model, example, quantizer, [inputs(seed) for seed in range(1, 5)])
     held_out = inputs(100)
     with torch.no_grad():
         reference = model(*held_out)
-    result = lower(converted, held_out, lowered=lowered)
+    return HeldOut(model, converted, held_out, reference)
+
+
+def measure(quantized: HeldOut, *, lowered: bool) -> tuple[dict[str, Any], Lowered]:
+    """``quantized`` compiled (see :func:`lower`), on its held-out batch: the int8 kernels,
+    the compiled output against the eager converted one, and SQNR of both against float."""
+    result = lower(quantized.converted, quantized.inputs, lowered=lowered)
     measured = {
         "kernels": len(result.kernels),
         "rel_l2_compiled_vs_eager": result.relative_l2,
-        "sqnr_eager": sqnr(reference, result.eager),
-        "sqnr_compiled": sqnr(reference, result.output),
+        "sqnr_eager": sqnr(quantized.reference, result.eager),
+        "sqnr_compiled": sqnr(quantized.reference, result.output),
     }
     return measured, result
 
 
-def run_script(script: str, *args: str) -> Any:
+def measure_held_out(name: str, quantizer: Any, *, lowered: bool) -> tuple[dict[str, Any], Lowered]:
+    """Model ``name`` of the parity zoo quantized by ``quantizer`` and measured (see
+    :func:`quantize_held_out` and :func:`measure`)."""
+    return measure(quantize_held_out(name, quantizer), lowered=lowered)
+
+
+def same_converted_model(a: torch.fx.GraphModule, b: torch.fx.GraphModule) -> bool:
+    """Whether two converted models compute the same thing, by construction: the same
+    generated code, and equal values (dtype, shape and every element) of everything the
+    code reads with ``get_attr``. A submodule call makes the answer no, unless nothing reads
+    its result and it holds no state (export's input guards, ``_guards_fn``, which can
+    only raise)."""
+    if a.code != b.code:
+        return False
+    for node in a.graph.nodes:
+        if node.op == "call_module":
+            called = [m.get_submodule(str(node.target)) for m in (a, b)]
+            if node.users or any(dict(m.state_dict()) for m in called):
+                return False
+        if node.op != "get_attr":
+            continue
+        mine, theirs = (_attr(m, str(node.target)) for m in (a, b))
+        if not (
+            isinstance(mine, torch.Tensor)
+            and isinstance(theirs, torch.Tensor)
+            and mine.dtype == theirs.dtype
+            and torch.equal(mine, theirs)
+        ):
+            return False
+    return True
+
+
+def _attr(module: torch.nn.Module, target: str) -> Any:
+    for name in target.split("."):
+        module = getattr(module, name)
+    return module
+
+
+def run_script(script: str, *args: str, timeout: float = 900.0) -> Any:
     """Run ``script`` of this folder in a fresh interpreter on one thread; what it emitted."""
-    outcome = fresh.run_script(HERE / script, *args, threads=1)
+    outcome = fresh.run_script(HERE / script, *args, threads=1, timeout=timeout)
     assert outcome.ok, outcome.describe()
     return outcome.result()
 

@@ -320,8 +320,15 @@ FLAGS = {"int8_out": _ends_int8_pattern}
 
 
 def recorded(quantizer: Any, name: str, qat: bool = False) -> dict[str, Any]:
-    """The annotations ``quantizer`` writes on model ``name`` inside prepare."""
+    """The annotations ``quantizer`` writes on model ``name`` inside prepare.
+
+    For QAT without the prepare: ``prepare_qat_pt2e`` runs ``transform_for_annotation``
+    and ``annotate`` on the exported graph as it is, and folds conv-bn only afterwards
+    (seconds per model with a batch norm), so the same two calls on the same graph record
+    the same annotations (tests_reference/ checks it on the models it prepares for QAT)."""
     model, example = build(name, train=qat)
+    if qat:
+        return pt2e.annotate(quantizer, pt2e.exported(model, example), FLAGS)
     return pt2e.recorded_annotations(quantizer, model, example, qat=qat, flags=FLAGS)
 
 
@@ -336,6 +343,17 @@ def quantize_with(
     """(quantized output, float output) of model ``name`` quantized by ``module``'s
     quantizer under ``config``."""
     return quantize(quantizer_for(module, config), name, CONFIGS[config][1], calib_batches)
+
+
+def quantize_recorded(
+    module: Any, name: str, config: str, calib_batches: int = 4
+) -> tuple[tuple[torch.Tensor, torch.Tensor], dict[str, Any]]:
+    """:func:`quantize_with`, and the annotations its quantizer wrote inside that prepare
+    (what :func:`annotate_with` records in a prepare of its own)."""
+    recording = pt2e.Recording(quantizer_for(module, config), FLAGS)
+    outputs = quantize(recording, name, CONFIGS[config][1], calib_batches)
+    assert recording.seen is not None, "prepare never called annotate"
+    return outputs, recording.seen
 
 
 def quantize(

@@ -32,15 +32,19 @@ def _quantize(name: str, quantizer: Any) -> tuple[Any, torch.nn.Module, tuple[to
 
 
 @pytest.fixture(scope="module")
-def shufflenet() -> tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]:
+def quantized_by_ours() -> dict[str, tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]]:
+    """Each architecture quantized once by this package's quantizer for an AVX2 target:
+    the eager comparison and the compiled one read the same converted model."""
     with qcore.host.targeting("avx2"):
-        return _quantize("shufflenet_v2", "x86")
+        return {name: _quantize(name, "x86") for name in ARCHITECTURES}
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
-def test_within_a_decibel_of_torchaos_eager_accuracy(name: str) -> None:
+def test_within_a_decibel_of_torchaos_eager_accuracy(
+    quantized_by_ours: dict[str, tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]], name: str
+) -> None:
+    ours, model, held_out = quantized_by_ours[name]
     with qcore.host.targeting("avx2"):
-        ours, model, held_out = _quantize(name, "x86")
         theirs, _, _ = _quantize(name, "torchao")
     with torch.no_grad():
         expected = model(*held_out)
@@ -49,12 +53,12 @@ def test_within_a_decibel_of_torchaos_eager_accuracy(name: str) -> None:
 
 
 def test_compiled_matches_eager_on_both_routes(
-    shufflenet: tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]],
+    quantized_by_ours: dict[str, tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]],
 ) -> None:
     """The avx2 route runs each layer that can overflow as one kernel of twice the depth,
     exactly, on any CPU; the VNNI route lowers the same kernels at single depth, exact on
     a VNNI CPU (on one without, oneDNN saturates them: only the kernel count is compared)."""
-    converted, _, held_out = shufflenet
+    converted, _, held_out = quantized_by_ours["shufflenet_v2"]
     kernels, errors = {}, {}
     for route in ("avx2", "avx512_vnni"):
         result = zoo.lower(converted, held_out, target=route)

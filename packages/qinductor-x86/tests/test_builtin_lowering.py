@@ -1,8 +1,9 @@
 """Models quantized by the x86 quantizer lower with torch 2.13's built-in Inductor passes
 (``freezing=True``, ``torch.compile``) to oneDNN int8 kernels, and run.
 
-Lowering happens in a fresh interpreter (``lower_builtin.py``) so that only torch's own
-passes are registered, whatever else this test session imported. Compiles are slow, so
+Lowering happens in a fresh interpreter (``lower_builtin.py``, in mode ``builtins`` of
+``probe_modes.py``) so that only torch's own passes are registered, whatever else this test
+session imported. Compiles are slow, so
 three small models: a torchvision-style ResNet calling one ReLU module twice per block
 (torchao quantizes its one-ReLU-per-site twin instead), a MobileNet-style net (hardswish,
 ReLU6, SiLU, squeeze-excite, residual adds) and an MLP (linear post-ops).
@@ -19,15 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import lowering_zoo as zoo
 import pytest
 
 MODELS = ["resnet_reused", "mobilenet", "mlp"]
 
 
+PROBED = (("builtins", "builtin"),)
+
+
 @pytest.fixture(scope="module")
-def lowered() -> dict[str, Any]:
-    return zoo.run_script("lower_builtin.py", *MODELS)  # type: ignore[no-any-return]
+def lowered(probes: Any) -> dict[str, Any]:
+    return {**probes.result("builtins", "builtin"), "_host": probes.mode("builtins")["_host"]}
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -1,8 +1,9 @@
 """torch's counters (``counters["inductor"]``) mean the same under this lowering alone as
 under torch 2.13's own x86 passes, key by key, on every graph family.
 
-Each side compiles every graph of ``lowering_counters_probe.GRAPHS`` once, in a fresh
-interpreter of its own (which x86 passes exist is process-wide and permanent):
+Each side compiles every graph of ``lowering_counters_probe.GRAPHS`` once, in the fresh
+interpreter of its lowering mode (``probe_modes.py``; which x86 passes exist is
+process-wide and permanent):
 
 * the reference: torch's built-in passes, torchao 0.18's quantizer module imported as
   users import it (so its passes are registered too);
@@ -17,10 +18,8 @@ side bumps must be equal.
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import lowering_zoo as zoo
 import pytest
 from lowering_counters_probe import GRAPHS, TARGETS
 
@@ -31,14 +30,16 @@ WITHIN_ROUNDING = 1e-2
 FP16 = [name for name in GRAPHS if name.startswith("fp16")]
 
 
+PROBED = (("reference", "counters"), ("standalone", "counters"))
+
+
 @pytest.fixture(scope="module")
-def sides() -> dict[str, dict[str, Any]]:
-    with ThreadPoolExecutor(2) as pool:  # two interpreters, one compile of each graph each
-        runs = {
-            side: pool.submit(zoo.run_script, "lowering_counters_probe.py", side)
-            for side in ("torch", "ours")
-        }
-        return {side: run.result() for side, run in runs.items()}
+def sides(probes: Any) -> dict[str, dict[str, Any]]:
+    """Two interpreters, one compile of each graph each."""
+    return {
+        "torch": probes.result("reference", "counters"),
+        "ours": probes.result("standalone", "counters"),
+    }
 
 
 def _result(sides: dict[str, dict[str, Any]], side: str, graph: str) -> dict[str, Any]:

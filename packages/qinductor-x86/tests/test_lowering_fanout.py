@@ -2,8 +2,8 @@
 
 Graphs whose int8 results fan out (after an add, a cat and a reshape; 2-D and 3-D linear
 inputs; see ``lower_fanout.py``), quantized by torchao's quantizer (full-range weights), are
-compiled by torch 2.13's own x86 passes and by this lowering alone, each in a fresh
-interpreter. The reference is torch's generated code: the same oneDNN kernels with the same
+compiled by torch 2.13's own x86 passes and by this lowering alone, each in the fresh
+interpreter of its lowering mode (``probe_modes.py``). The reference is torch's generated code: the same oneDNN kernels with the same
 output dtypes (a sum that feeds a quantize is written as uint8), one packed weight per
 layer, on both target routes. On the saturating route (avx2) every op that can overflow
 takes the doubled reduction, still one kernel each, and the compiled output is the eager
@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import lower_fanout
-import lowering_zoo as zoo
 import pytest
 import torch
 
@@ -27,9 +26,15 @@ GRAPHS = tuple(lower_fanout.GRAPHS)
 LAYERS = 4  # every graph has four linear layers
 
 
+PROBED = (("builtins", "fanout"), ("standalone", "fanout"))
+
+
 @pytest.fixture(scope="module")
-def measured() -> dict[str, dict[str, Any]]:
-    return {mode: zoo.run_script("lower_fanout.py", mode) for mode in ("torch", "ours")}
+def measured(probes: Any) -> dict[str, dict[str, Any]]:
+    return {
+        "torch": probes.result("builtins", "fanout"),
+        "ours": probes.result("standalone", "fanout"),
+    }
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -1,6 +1,6 @@
 """Held-out models, our quantizer and our lowering alone (torch 2.13's copy switched off),
-against torchao 0.18's flow (its quantizer and its passes), each in a fresh interpreter
-(``lower_models.py``): a reused-ReLU ResNet, a MobileNet-style net (hardswish, ReLU6,
+against torchao 0.18's flow (its quantizer and its passes), each in the fresh interpreter
+of its lowering mode (``lower_models.py``, run by ``probe_modes.py``): a reused-ReLU ResNet, a MobileNet-style net (hardswish, ReLU6,
 SiLU, squeeze-excite, residual adds), an Inception-style net (cat and pools), a
 transformer block and an MLP; and the same models quantized by the XNNPACK quantizer.
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import lowering_zoo as zoo
 import pytest
 
 MODELS = ["resnet_reused", "mobilenet", "inception", "transformer", "mlp"]
@@ -20,14 +19,17 @@ MODELS = ["resnet_reused", "mobilenet", "inception", "transformer", "mlp"]
 WITHIN_ROUNDING = 2e-2
 
 
-@pytest.fixture(scope="module")
-def ours() -> dict[str, Any]:
-    return zoo.run_script("lower_models.py", "ours")  # type: ignore[no-any-return]
+PROBED = (("standalone", "models"), ("reference", "models"))
 
 
 @pytest.fixture(scope="module")
-def torchao() -> dict[str, Any]:
-    return zoo.run_script("lower_models.py", "torchao")  # type: ignore[no-any-return]
+def ours(probes: Any) -> dict[str, Any]:
+    return {**probes.result("standalone", "models"), "_host": probes.mode("standalone")["_host"]}
+
+
+@pytest.fixture(scope="module")
+def torchao(probes: Any) -> dict[str, Any]:
+    return probes.result("reference", "models")  # type: ignore[no-any-return]
 
 
 def test_torchs_copy_stayed_off(ours: dict[str, Any]) -> None:

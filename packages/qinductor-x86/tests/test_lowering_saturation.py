@@ -10,6 +10,7 @@ its extremes are at the ends of the activation range).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import lowering_zoo as zoo
 import pytest
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import qcore
+from qcore.metrics import sqnr
 from qinductor_x86.lowering import saturation
 
 INT16_MAX = 32767
@@ -64,18 +66,33 @@ def test_doubled_reduction_computes_the_same_and_never_overflows() -> None:
     )
 
 
-@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
-def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(target: str) -> None:
+TARGETS = ("avx2", "avx512_vnni")
+
+
+@pytest.fixture(scope="module")
+def full_range_stem() -> tuple[Any, torch.Tensor, dict[str, zoo.Lowered]]:
+    """ConvStem as torchao's quantizer emits it (full-range weights), compiled once for each
+    target; and the float model's output."""
+    model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
+    with torch.no_grad():
+        reference = model(*inputs)
+    converted = zoo.quantize(model, inputs, "torchao")  # full-range weights
+    return converted, reference, {t: zoo.lower(converted, inputs, target=t) for t in TARGETS}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(
+    full_range_stem: tuple[Any, torch.Tensor, dict[str, zoo.Lowered]], target: str
+) -> None:
     """Convs (3 input channels, grouped, 1x1, an in-place residual sum) with torchao's
     full-range weights: one kernel per conv on both targets, exact on the saturating one.
     (Linear layers: test_lowering_fanout.py.)"""
-    model, inputs = zoo.ConvStem(), (zoo.example(2, 3, 16, 16, seed=2),)
-    converted = zoo.quantize(model, inputs, "torchao")  # full-range weights
+    converted, _, lowered = full_range_stem
     weights = int8_weights(converted)
     unsafe = sum(brute_force_worst_pair(w, 255) > INT16_MAX for w in weights)
     assert unsafe > 0  # full-range int8 weights nearly always can; this model's do
 
-    result = zoo.lower(converted, inputs, target=target)
+    result = lowered[target]
     assert len(result.kernels) == len(weights)
     assert len(set(re.findall(r"\b_qinductor_x86_packed\d+\b", result.code))) == len(weights)
     if target == "avx2":
@@ -84,6 +101,22 @@ def test_only_a_saturating_target_doubles_and_only_the_ops_that_can_overflow(tar
         assert result.relative_l2 <= 2e-2
     else:
         assert result.count("reduction doubled") == 0
+
+
+def test_full_range_torchao_model_keeps_its_accuracy(
+    full_range_stem: tuple[Any, torch.Tensor, dict[str, zoo.Lowered]],
+) -> None:
+    """(``test_lowering_patterns.test_full_range_models_keep_their_accuracy`` for torchao's
+    quantizer.) As torchao emits it, the lowered model matches the eager converted one and
+    loses nothing against the float model: on the avx2 route on any CPU, and on the VNNI
+    route on a CPU that does not saturate (a VNNI or AMX one, whose own route that is)."""
+    _, reference, lowered = full_range_stem
+    routes = ["avx2"] if qcore.host.probe().saturates_u8s8 else ["avx2", "avx512_vnni"]
+    for target in routes:
+        result = lowered[target]
+        assert result.kernels, target
+        assert result.relative_l2 <= 2e-2, target
+        assert sqnr(reference, result.output) >= sqnr(reference, result.eager) - 0.1, target
 
 
 def test_never_overflow_weights_leave_nothing_to_double() -> None:

@@ -9,17 +9,16 @@ compiled once (module-scoped), for the target whose route matters: full-range we
 an AVX2 target (ops that can overflow run on a doubled reduction), narrowed weights on a
 VNNI target.
 
-Every compile runs in a fresh interpreter, this file run as a script
-(``python test_lowering_signed.py MODE CASE...``): MODE ``standalone`` switches
-torch's own x86 passes off first, ``builtins`` leaves them registered (torch's default), so
-that their behaviour on signed graphs never depends on what this process compiled before.
+Every compile runs in a fresh interpreter, the one of its lowering mode (``probe_modes.py``,
+which calls :func:`compile_cases`): ``standalone`` switched torch's own x86 passes off
+first, ``builtins`` leaves them registered (torch's default) and compiles these cases last,
+after its measurements of torch's copy alone; so that their behaviour on signed graphs
+never depends on what this test process compiled before.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import lowering_zoo as zoo
@@ -29,7 +28,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.fresh import emit
 from qinductor_x86.lowering import floatweights, signed
 from qinductor_x86.lowering.context import CompileContext
 
@@ -177,11 +175,14 @@ def compile_case(case: Case) -> dict[str, Any]:
     }
 
 
+PROBED = (("standalone", "signed"), ("builtins", "signed"))
+
+
 @pytest.fixture(scope="module")
-def standalone() -> dict[str, Any]:
-    """Every case compiled in one fresh interpreter with torch's own x86 passes switched off
+def standalone(probes: Any) -> dict[str, Any]:
+    """Every case compiled in the fresh interpreter with torch's own x86 passes switched off
     (what runs after this lowering then is only Inductor)."""
-    return zoo.run_script(Path(__file__).name, "standalone", *CASES)  # type: ignore[no-any-return]
+    return probes.result("standalone", "signed")  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -222,12 +223,12 @@ def test_signed_models_lower_every_conv_and_linear_they_can(standalone: dict[str
 BUILTIN_CASES = ("encoder layer (gelu), avx2", "functional convs, avx2")
 
 
-def test_torchs_builtin_passes_find_nothing_to_mis_lower() -> None:
+def test_torchs_builtin_passes_find_nothing_to_mis_lower(probes: Any) -> None:
     """With torch's copy of the x86 passes registered (torch's default), which then runs in
     freezing after this lowering, the signed graphs still compile and match eager: nothing
     is left for it (torch 2.13's qconv prepack packs a transposed conv as a plain one).
     Whether torch's copy got registered in that process is its business: either is fine."""
-    results = zoo.run_script(Path(__file__).name, "builtins", *BUILTIN_CASES)
+    results = probes.result("builtins", "signed")
     for name in BUILTIN_CASES:
         result = results[name]
         assert result["error"] is None, result["error"]
@@ -235,19 +236,12 @@ def test_torchs_builtin_passes_find_nothing_to_mis_lower() -> None:
         assert result["int8_kernels"] >= CASES[name].lowered
 
 
-def _main(mode: str, names: list[str]) -> None:
-    if mode == "standalone":
-        from qinductor_x86.lowering import switch_off_torch_builtins
-
-        switch_off_torch_builtins()
+def compile_cases(names: list[str]) -> dict[str, Any]:
+    """Each case compiled (see :func:`compile_case`); an error is reported as its result."""
     results: dict[str, Any] = {}
     for name in names:
         try:
             results[name] = compile_case(CASES[name])
         except Exception as error:  # noqa: BLE001 - reported to the test, which names it
             results[name] = {"error": f"{type(error).__name__}: {error}"[:3000]}
-    emit(results)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1], sys.argv[2:])
+    return results

@@ -7,6 +7,7 @@ table is read in a fresh interpreter, compiled once.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import lowering_zoo as zoo
@@ -14,25 +15,29 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def probes() -> dict[str, dict[str, Any]]:
-    return {mode: zoo.run_script("postop_row_probe.py", mode) for mode in ("without", "added")}
+def row_probes() -> dict[str, dict[str, Any]]:
+    with ThreadPoolExecutor(2) as pool:  # two interpreters side by side
+        runs = {
+            m: pool.submit(zoo.run_script, "postop_row_probe.py", m) for m in ("without", "added")
+        }
+        return {mode: run.result() for mode, run in runs.items()}
 
 
 def _fused_tanh(result: dict[str, Any]) -> list[str]:
     return [name for name in result["lowered"] if name.startswith("linear + tanh")]
 
 
-def test_without_the_row_neither_side_fuses_tanh(probes: dict[str, dict[str, Any]]) -> None:
-    without = probes["without"]
+def test_without_the_row_neither_side_fuses_tanh(row_probes: dict[str, dict[str, Any]]) -> None:
+    without = row_probes["without"]
     assert not without["tanh_annotated"]
     # the kernel's float output runs into tanh, which the lowering would fuse with the row
     assert not _fused_tanh(without), without["lowered"]
 
 
 def test_one_added_row_reaches_the_quantizer_and_the_lowering(
-    probes: dict[str, dict[str, Any]],
+    row_probes: dict[str, dict[str, Any]],
 ) -> None:
-    added = probes["added"]
+    added = row_probes["added"]
     assert added["shipped_row_is_the_new_row"]
     assert added["tanh_annotated"]
     assert _fused_tanh(added) == ["linear + tanh + quantize (int8 output)"], added["lowered"]

@@ -17,6 +17,7 @@ import torchao_reference
 from torch import nn
 
 import qcore
+from qcore.testing import pt2e
 from qcore.testing.pt2e import quantizing
 from qinductor_x86 import quantizer as ours
 
@@ -35,17 +36,25 @@ def vnni_target() -> Iterator[None]:
         yield
 
 
-@pytest.mark.parametrize(("model", "config"), CASES)
+@pytest.mark.parametrize(("model", "config"), [case for case in CASES if case not in OUTPUT_CASES])
 def test_annotations_identical(model: str, config: str) -> None:
+    """(The cases whose outputs are compared too compare their annotations below, recorded
+    in the same prepare.)"""
     assert pm.annotate_with(ours, model, config) == pm.annotate_with(REF, model, config)
 
 
 @pytest.mark.parametrize(("model", "config"), OUTPUT_CASES)
-def test_converted_outputs_bit_identical(model: str, config: str) -> None:
+def test_annotations_identical_and_converted_outputs_bit_identical(model: str, config: str) -> None:
+    """The annotations each quantizer writes inside the prepare of its flow (recorded as
+    ``test_annotations_identical`` records them), and the converted outputs."""
     # QAT: one training-mode pass already moves every fake quant (and each costs ~20 s)
     batches = 1 if config == "qat" else 4
-    q_theirs, _ = pm.quantize_with(REF, model, config, batches)
-    q_ours, ref_float = pm.quantize_with(ours, model, config, batches)
+    (q_theirs, _), annotated_theirs = pm.quantize_recorded(REF, model, config, batches)
+    (q_ours, ref_float), annotated_ours = pm.quantize_recorded(ours, model, config, batches)
+    assert annotated_ours == annotated_theirs
+    if config == "qat":  # what the annotation tests record for QAT, without a prepare
+        assert annotated_ours == pm.annotate_with(ours, model, config)
+        assert annotated_theirs == pm.annotate_with(REF, model, config)
     assert torch.equal(q_ours, q_theirs)
     if model != "functional" or config == "qat":
         assert not torch.equal(q_ours, ref_float)  # something was quantized
@@ -109,10 +118,12 @@ SCOPES: dict[str, tuple[str, Scope]] = {
 
 
 def _scoped(module: Any, model: str, scope: Scope) -> tuple[dict[str, Any], torch.Tensor]:
-    """(annotations that quantize something, converted output)."""
-    annotated = pm.recorded(scope(module, module.X86InductorQuantizer()), model)
-    out, _ = pm.quantize(scope(module, module.X86InductorQuantizer()), model)
-    return quantizing(annotated), out
+    """(annotations that quantize something, converted output), the annotations recorded
+    inside the prepare of that flow (as ``parity_models.recorded`` records them)."""
+    recording = pt2e.Recording(scope(module, module.X86InductorQuantizer()), pm.FLAGS)
+    out, _ = pm.quantize(recording, model)
+    assert recording.seen is not None, "prepare never called annotate"
+    return quantizing(recording.seen), out
 
 
 @pytest.mark.parametrize("name", SCOPES)

@@ -18,7 +18,13 @@ from qcore.api import (
     get_quantizer,
     list_plugins,
 )
-from qcore.errors import ExportError, PluginConflictError, PluginError, PluginNotFoundError
+from qcore.errors import (
+    ExportError,
+    MissingExtraError,
+    PluginConflictError,
+    PluginError,
+    PluginNotFoundError,
+)
 from qcore.plugin_api import PLUGIN_API_VERSION
 
 if TYPE_CHECKING:
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PLUGIN_API_VERSION",
     "ExportError",
+    "MissingExtraError",
     "PluginConflictError",
     "PluginError",
     "PluginNotFoundError",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from qcore.annotation.registry import ANNOTATORS
 from qcore.derived.names import derived_names, is_disabled
 from qcore.errors import PluginConflictError, PluginError
+from qcore.extras import require_pt2e
 from qcore.pattern_text import pattern_text
 from qcore.plugin_api import FactoryRef, Lowering, resolve
 from qcore.plugins import DISABLE_ENV, REGISTRY, PluginInfo
@@ -169,13 +170,15 @@ def backend_quantized_engine(name: str) -> str | None:
 def get_quantizer(name: str, **options: Any) -> Quantizer:
     """A torchao PT2E ``Quantizer`` from plugin ``name``, ready for ``prepare_pt2e``, with
     the annotators that installed extensions add to it."""
+    if name in derived_names():
+        return _derived_quantizer(name, **options)
+    plugin = REGISTRY.load("quantizer", name)  # an unknown name is a typo, not a missing extra
+    require_pt2e(f"qcore.get_quantizer({name!r})")
+    # imported once torchao is known to be there: the check names the extra that brings it
     from torchao.quantization.pt2e.quantizer import Quantizer
 
     from qcore.annotation.quantizer import RegistryQuantizer
 
-    if name in derived_names():
-        return _derived_quantizer(name, **options)
-    plugin = REGISTRY.load("quantizer", name)
     extended = install_quantizer_extensions(name)
     quantizer = _build(
         "quantizer",
@@ -200,8 +203,6 @@ def get_quantizer(name: str, **options: Any) -> Quantizer:
 def _derived_quantizer(name: str, **options: Any) -> Quantizer:
     """The PT2E quantizer derived from backend ``name`` (see :mod:`qcore.derived`);
     options: ``is_qat``, ``is_dynamic``, ``model`` (passed to the backend's mapping)."""
-    from qcore.derived.quantizer import derived_quantizer
-
     unknown = sorted(set(options) - {"is_qat", "is_dynamic", "model"})
     if unknown:
         raise TypeError(
@@ -212,6 +213,9 @@ def _derived_quantizer(name: str, **options: Any) -> Quantizer:
             f"the quantizer derived from backend '{name}' is disabled by {DISABLE_ENV}"
         )
     REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
+    require_pt2e(f"qcore.get_quantizer({name!r})")
+    from qcore.derived.quantizer import derived_quantizer  # imports torchao
+
     return derived_quantizer(
         name,
         f"derived from backend {name} ({REGISTRY.distribution('backend', name)})",
@@ -252,7 +256,8 @@ def explain_not_quantized(
     Works for any quantizer built on qcore's annotator registry. ``model`` is an exported
     or annotated graph module, or an ``nn.Module`` together with ``example_inputs``.
     """
-    from qcore.annotation.quantizer import RegistryQuantizer
+    require_pt2e("qcore.explain_not_quantized")
+    from qcore.annotation.quantizer import RegistryQuantizer  # both import torchao
     from qcore.annotation.report import explain_not_quantized as explain
 
     if not isinstance(quantizer, RegistryQuantizer):

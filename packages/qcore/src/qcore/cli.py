@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
 import textwrap
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from _qcore_torch.identity import CORE_DISTRIBUTION, foreign_qcore_reason
+
 from qcore import cli_errors
-from qcore.derived.names import derived_names, derived_rows
-from qcore.errors import PluginError, PluginNotFoundError
-from qcore.plugin_api import CORE_DISTRIBUTION
-from qcore.plugins import REGISTRY, foreign_qcore_reason
+from qcore._version import __version__
+from qcore.cli_errors import CommandError
+from qcore.cli_paths import PLOT_SUFFIXES, check_distinct, check_output_path
+from qcore.derived.names import derived_names, derived_rows, is_disabled
+from qcore.errors import MissingExtraError, PluginError, PluginNotFoundError
+from qcore.extras import (
+    DEMO_EXTRA,
+    DEMO_MODULES,
+    PLOT_MODULE,
+    PT2E_KINDS,
+    install_command,
+    require_extra,
+    require_pt2e,
+)
+from qcore.plugin_api import GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
+from qcore.plugins import REGISTRY
 from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
@@ -50,33 +66,58 @@ def _cmd_list(_: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve(spec: str, kinds: Sequence[str]) -> list[tuple[str, str]]:
-    """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``. A
-    quantizer derived from a backend is denoted by ``quantizer:name``, or by ``name``
-    when nothing else has that name."""
+def _resolve(spec: str, kinds: Sequence[str], command: str) -> list[tuple[str, str]]:
+    """``name`` or ``kind:name`` to the (kind, name) pairs it denotes among ``kinds``, the
+    kinds ``qcore command`` takes. A quantizer derived from a backend is denoted by
+    ``quantizer:name``, or by ``name`` when nothing else has that name."""
     kind, _, name = spec.rpartition(":")
+    if kind and kind not in kinds:
+        raise _kind_error(spec, kind, kinds, command)
     candidates = [kind] if kind else list(kinds)
     found = [(k, name) for k in candidates if name in REGISTRY.names(k)]
     if not found or kind:
         found = [(k, name) for k in candidates if name in _names(k)]
     if not found:
-        known = sorted({n for k in kinds for n in _names(k)})
+        known = sorted({n for k in candidates for n in _names(k)})
         raise PluginNotFoundError(f"unknown plugin '{spec}' (known: {', '.join(known) or 'none'})")
     return found
+
+
+def _kind_error(spec: str, kind: str, kinds: Sequence[str], command: str) -> CommandError:
+    """A kind the command does not take, or no kind at all (a typo), said on one line with
+    the kinds it takes."""
+    takes = f"the kinds qcore {command} takes: {', '.join(kinds)}"
+    if kind in GROUPS:
+        message = f"qcore {command} does not take kind '{kind}' ('{spec}'); {takes}"
+    else:
+        close = difflib.get_close_matches(kind, kinds, n=1)
+        guess = f" (did you mean '{close[0]}'?)" if close else ""
+        message = f"unknown kind '{kind}' in '{spec}'{guess}; {takes}"
+    return CommandError(
+        message, "'qcore list' shows each plugin's kind and name; a NAME alone matches any kind"
+    )
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from qcore.describe import DESCRIBERS
 
     failed = False
-    for kind, name in _resolve(args.name, list(DESCRIBERS)):
+    targets = _resolve(args.name, list(DESCRIBERS), "show")
+    for kind, name in targets:
         try:
+            if kind in PT2E_KINDS:
+                require_pt2e(f"qcore show {kind}:{name}")
             print(DESCRIBERS[kind](name))
         except PluginError as exc:  # one broken kind must not hide the others
-            if args.debug:
+            # alone, a missing extra is the command's error: one line and a hint
+            if args.debug or (isinstance(exc, MissingExtraError) and len(targets) == 1):
                 raise
             message = f"{kind} {name}: error: {cli_errors.error_line(exc)}"
-            print(textwrap.fill(message, terminal_width(), subsequent_indent="  ") + "\n")
+            # unbroken at hyphens: "qcore-" / "torch[pt2e]" would not paste as one command
+            text = textwrap.fill(
+                message, terminal_width(), subsequent_indent="  ", break_on_hyphens=False
+            )
+            print(text + "\n")
             failed = True
     return 1 if failed else 0
 
@@ -89,7 +130,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         "quantizer": check_quantizer,  # type: ignore[dict-item]
     }
     targets = (
-        [pair for spec in args.names for pair in _resolve(spec, list(runners))]
+        [pair for spec in args.names for pair in _resolve(spec, list(runners), "check")]
         if args.names
         else [
             (k, n)
@@ -98,20 +139,55 @@ def _cmd_check(args: argparse.Namespace) -> int:
             if not _disabled(k, n) and (k, n) not in _derived_without_mapping()
         ]
     )
-    failed = 0
-    for kind, name in targets:
+    if args.names:  # a name that needs a missing extra is the command's error, said at once
+        for kind, name in targets:
+            if kind in PT2E_KINDS:
+                require_pt2e(f"qcore check {kind}:{name}")
+    failed, skipped = 0, 0
+    for index, (kind, name) in enumerate(targets, start=1):
+        step = f"[{index}/{len(targets)}] {kind}:{name}"
+        _progress(f"{step} ...")
+        started = time.perf_counter()
+        outcome = "failed"
         try:
             results = runners[kind](name)
+        except MissingExtraError as exc:
+            if _is_derived(kind, name):  # cannot exist without the extra: not installed
+                print(f"SKIP {kind}:{name} (derived from backend {name}): {exc.need}")
+                skipped += 1
+                outcome = "skipped"
+            else:  # its distribution requires the extra, and the extra is missing
+                owner = REGISTRY.distribution(kind, name)
+                print(f"FAIL {kind}:{name} ({owner} is installed): {exc.need}")
+                failed += 1
         except PluginError as exc:
             print(f"FAIL {kind}:{name}: {exc}")
             failed += 1
-            continue
-        bad = [r for r in results if not getattr(r, "ok", False)]
-        for r in bad if not args.verbose else results:
-            print(r)
-        print(f"{kind}:{name}: {len(results) - len(bad)} passed, {len(bad)} failed")
-        failed += bool(bad) or not results
+        else:
+            bad = [r for r in results if not getattr(r, "ok", False)]
+            for r in bad if not args.verbose else results:
+                print(r)
+            print(f"{kind}:{name}: {len(results) - len(bad)} passed, {len(bad)} failed")
+            failed += bool(bad) or not results
+            outcome = "failed" if bad or not results else "passed"
+        _progress(f"{step} {outcome} in {time.perf_counter() - started:.1f} s")
+    if skipped:
+        print(
+            f"checked {len(targets) - skipped} of {len(targets)}; skipped {skipped} that need "
+            f"{CORE_DISTRIBUTION}'s '{PT2E_EXTRA}' extra: {install_command(PT2E_EXTRA)}"
+        )
     return 1 if failed else 0
+
+
+def _progress(line: str) -> None:
+    """A progress line on stderr, after the results printed so far: stdout stays the
+    results alone, and on a terminal the two interleave in order."""
+    sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)
+
+
+def _is_derived(kind: str, name: str) -> bool:
+    return kind == "quantizer" and name not in REGISTRY.names(kind) and name in derived_names()
 
 
 def _names(kind: str) -> list[str]:
@@ -136,6 +212,8 @@ def _derived_without_mapping() -> set[tuple[str, str]]:
 
 
 def _disabled(kind: str, name: str) -> bool:
+    if _is_derived(kind, name):  # no row of its own: disabled by its name or its backend's
+        return is_disabled(name)
     return any(p.status == "disabled" for p in REGISTRY.info() if (p.kind, p.name) == (kind, name))
 
 
@@ -153,18 +231,25 @@ def _cmd_host(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    try:
-        from qcore.demo import run_demo
-    except ImportError as exc:  # the extra's packages are missing
-        raise PluginError(
-            f"qcore demo needs the demo extra ({exc.name} is missing): "
-            f"pip install '{CORE_DISTRIBUTION}[demo]'"
-        ) from exc
+    if args.json is not None:
+        check_output_path("--json", args.json)
+    if args.plot is not None:
+        check_output_path("--plot", args.plot, PLOT_SUFFIXES)
+    check_distinct({"--json": args.json, "--plot": args.plot})
+    plotting = (PLOT_MODULE,) if args.plot is not None else ()
+    require_extra("qcore demo", DEMO_EXTRA, [*DEMO_MODULES, *plotting])
+    from qcore.demo import run_demo
+
     return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qcore", description=__doc__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"{CORE_DISTRIBUTION} {__version__} (plugin API {PLUGIN_API_VERSION})",
+    )
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error instead of a hint"
     )
@@ -175,7 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="a backend's patterns or a quantizer's annotators")
     show.add_argument("name", help="plugin name, or kind:name")
     show.set_defaults(func=_cmd_show)
-    check = sub.add_parser("check", help="run the conformance kit; non-zero exit on failure")
+    check = sub.add_parser(
+        "check",
+        help="run the conformance kit (progress on stderr); non-zero exit on failure",
+    )
     check.add_argument(
         "names",
         nargs="*",
@@ -187,7 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
         "host", help="what this CPU (and the named target, QCORE_INT8_TARGET) does for int8"
     ).set_defaults(func=_cmd_host)
     demo = sub.add_parser("demo", help="every installed flow on a real task, compared")
-    demo.add_argument("--plot", type=Path, metavar="FILE.png", help="per-layer error chart")
+    demo.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help=f"per-layer error chart ({', '.join(PLOT_SUFFIXES)})",
+    )
     demo.add_argument("--json", type=Path, metavar="FILE", help="the table as JSON")
     demo.add_argument("--retrain", action="store_true", help="ignore the cached model")
     demo.set_defaults(func=_cmd_demo)

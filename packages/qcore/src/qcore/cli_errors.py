@@ -4,14 +4,29 @@ has a broken plugin installed needs its name and the next step, not qcore's call
 
 from __future__ import annotations
 
-from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
+from qcore.errors import (
+    ForeignQcoreError,
+    MissingExtraError,
+    PluginConflictError,
+    PluginError,
+    PluginNotFoundError,
+)
 
-#: Exit status for an error qcore reports on purpose (unknown or broken plugin), as argparse
-#: uses for usage errors; anything unexpected exits 1.
+#: Exit status for an error qcore reports on purpose (unknown or broken plugin, a command
+#: line it cannot act on), as argparse uses for usage errors; anything unexpected exits 1.
 PLUGIN_ERROR_STATUS = 2
 UNEXPECTED_ERROR_STATUS = 1
 
 _DEBUG_HINT = "rerun with --debug for the traceback"
+
+
+class CommandError(Exception):
+    """The command line asks for what the command cannot do (a kind it does not take, a
+    file it cannot write), found before any work starts; ``hint`` is the next step."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 def _summary(exc: BaseException) -> str:
@@ -27,7 +42,7 @@ def error_line(exc: BaseException) -> str:
     the first line of its message and that of its cause: multi-line messages (NumPy's
     import advice) put the useful part in the chained exception.
     """
-    if isinstance(exc, PluginError):
+    if isinstance(exc, PluginError | CommandError):
         return " ".join(str(exc).split())
     text = _summary(exc)
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
@@ -36,6 +51,10 @@ def error_line(exc: BaseException) -> str:
 
 def hint(exc: BaseException) -> str:
     """The next step for the user, given what failed."""
+    if isinstance(exc, CommandError):
+        return exc.hint
+    if isinstance(exc, MissingExtraError):
+        return "install the extra with the command above, then rerun"
     if isinstance(exc, PluginNotFoundError):
         return "'qcore list' shows the installed plugins and their names"
     if isinstance(exc, PluginConflictError):
@@ -48,4 +67,5 @@ def hint(exc: BaseException) -> str:
 
 
 def status(exc: BaseException) -> int:
-    return PLUGIN_ERROR_STATUS if isinstance(exc, PluginError) else UNEXPECTED_ERROR_STATUS
+    expected = isinstance(exc, PluginError | CommandError)
+    return PLUGIN_ERROR_STATUS if expected else UNEXPECTED_ERROR_STATUS

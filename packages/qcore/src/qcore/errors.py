@@ -19,6 +19,28 @@ class ForeignQcoreError(PluginError):
     """The importable ``qcore`` is the unrelated PyPI library of the same name."""
 
 
+class MissingExtraError(PluginError, ImportError):
+    """What was asked for needs a module that one of qcore's extras installs, and it is
+    not installed (torchao, the ``pt2e`` extra, on an FX-only install).
+
+    An ImportError too, so that code probing for an optional feature with ``except
+    ImportError`` sees it as one. ``entry`` is what was asked for, ``need`` the rest of the
+    message (what it needs and the command that installs it), ``name`` the missing module
+    and ``extra`` the extra that brings it; :mod:`qcore.extras` writes them.
+    """
+
+    def __init__(self, entry: str, need: str, name: str, extra: str) -> None:
+        message = f"{entry} {need}"
+        super().__init__(message)
+        self.msg = message
+        self.name = name
+        self.entry, self.need, self.extra = entry, need, extra
+
+    def __reduce__(self) -> tuple[type[MissingExtraError], tuple[str, str, str, str]]:
+        # the default rebuilds from ``args`` (the message alone), which this __init__ refuses
+        return type(self), (self.entry, self.need, self.name or "", self.extra)
+
+
 class DistributedSyncError(RuntimeError):
     """Ranks hold models whose observers differ; raised on every rank, naming the first."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -26,15 +25,8 @@ if TYPE_CHECKING:
 #: Bumped when a descriptor's fields or a factory's signature change incompatibly.
 PLUGIN_API_VERSION = 1
 
-#: The name qcore publishes under. ``qcore`` on the public index is an unrelated library
-#: with the same import name, so plugins require this name, never ``qcore``.
-CORE_DISTRIBUTION = "qcore-torch"
 #: The extra that brings torchao, which the PT2E API (quantizers, derived quantizers) needs.
 PT2E_EXTRA = "pt2e"
-#: The entry-point group that marks a distribution as this qcore (see pyproject.toml).
-CORE_MARKER_GROUP = "qcore.core"
-#: The unrelated library that holds the name ``qcore`` on the public index.
-FOREIGN_DISTRIBUTION = "qcore"
 
 #: Entry-point groups, one per descriptor kind.
 GROUPS: dict[str, str] = {
@@ -95,6 +87,11 @@ class BackendPlugin:
     #: The torch quantized engine whose kernels ``qcore.fx.convert`` packs weights for
     #: (``"onednn"``); None leaves torch's current engine.
     quantized_engine: str | None = None
+    #: Patterns (as ``qcore show`` and the conformance kit name them, e.g. ``"Embedding"``,
+    #: ``"ConvTranspose2d → BatchNorm2d"``) that the default ``qconfig_mapping`` leaves in
+    #: float on a model made of that pattern alone. The conformance kit fails a pattern
+    #: outside this list that stays float, and one inside it that gets quantized.
+    stays_float: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +131,9 @@ class BackendExtension:
     patterns: Callable[[], Sequence[BackendPatternConfig]] | FactoryRef
     description: str = ""
     api_version: int = PLUGIN_API_VERSION
+    #: Which of these patterns the target's default mapping leaves in float
+    #: (see :attr:`BackendPlugin.stays_float`).
+    stays_float: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,27 +177,3 @@ DESCRIPTOR_TYPES: dict[str, type[Any]] = {
         QuantizerExtension,
     )
 }
-
-
-def foreign_qcore_reason() -> str | None:
-    """Why an installed ``qcore`` distribution endangers this one, or None when none is there.
-
-    The name ``qcore`` on the public index belongs to an unrelated library with the same
-    import name. Ours publishes as ``qcore-torch``; a ``qcore`` distribution carrying our
-    marker entry point is an install of ours from before the rename, anything else is
-    theirs. Both write ``site-packages/qcore/``, so whichever was installed last owns the
-    files, and a plugin resolved against theirs would fail with an opaque ImportError.
-    """
-    try:
-        dist = metadata.distribution(FOREIGN_DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return None
-    if any(ep.group == CORE_MARKER_GROUP for ep in dist.entry_points):
-        return None
-    location = getattr(dist, "_path", "?")
-    return (
-        f"the installed '{FOREIGN_DISTRIBUTION}' distribution (version {dist.version}, "
-        f"{location}) is the unrelated PyPI library of the same import name, not "
-        f"{CORE_DISTRIBUTION}; both install into site-packages/qcore: "
-        f"pip uninstall {FOREIGN_DISTRIBUTION} && pip install --force-reinstall {CORE_DISTRIBUTION}"
-    )

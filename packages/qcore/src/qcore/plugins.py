@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from _qcore_torch.identity import foreign_qcore_reason
+
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
-from qcore.plugin_api import DESCRIPTOR_TYPES, GROUPS, PLUGIN_API_VERSION, foreign_qcore_reason
+from qcore.plugin_api import DESCRIPTOR_TYPES, GROUPS, PLUGIN_API_VERSION
 
 DISABLE_ENV = "QCORE_DISABLE_PLUGINS"
 

@@ -22,6 +22,7 @@ import qcore.fx
 from qcore.api import backend_quantized_engine
 from qcore.demo.progress import progress
 from qcore.engine import quantized_engine
+from qcore.extras import require_pt2e
 
 __all__ = ["Flow", "Quantized", "compile_frozen", "discover_flows"]
 
@@ -114,6 +115,8 @@ def _pt2e_flow(
     name: str, lowering: str | None
 ) -> Callable[[nn.Module, list[Tensor], bool], Quantized]:
     def run(model: nn.Module, batches: list[Tensor], compile: bool) -> Quantized:
+        # without torchao the flow is skipped, naming the extra (a PluginError, see run_demo)
+        require_pt2e(f"qcore demo's PT2E {name} flow")
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
         quantizer = qcore.get_quantizer(name)

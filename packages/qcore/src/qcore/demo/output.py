@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from qcore.tables import render_table
 
-__all__ = ["FlowResult", "render", "write_json", "write_plot"]
+__all__ = ["SERIES_KEY", "FlowResult", "render", "write_json", "write_plot"]
+
+#: The PNG text chunk holding the plotted series, ``{flow: {stage: SQNR dB}}`` as JSON.
+SERIES_KEY = "qcore-series"
 
 
 @dataclass
@@ -85,5 +90,13 @@ def write_plot(path: Path, stages: tuple[str, ...], results: list[FlowResult]) -
     axes.grid(True, alpha=0.3)
     axes.legend(loc="lower left", fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    # what the chart plots, read back from its lines, in the PNG's text metadata: a tool
+    # (or a test) can check the series without comparing pixels
+    series: dict[str, dict[str, float]] = {}
+    for line in axes.get_lines():
+        # matplotlib types them as any array-like; a line's data is a 1-d sequence
+        points = zip(cast(Iterable[Any], line.get_xdata()), cast(Iterable[Any], line.get_ydata()),
+                     strict=True)  # fmt: skip
+        series[str(line.get_label())] = {str(s): float(v) for s, v in points}
+    figure.savefig(path, dpi=120, metadata={SERIES_KEY: json.dumps(series)})
     plt.close(figure)

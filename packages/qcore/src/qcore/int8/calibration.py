@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,10 +46,18 @@ class InputRecorder:
         """Everything kept, as one batch when shapes agree (else the first batch)."""
         return _batch(self.kept)
 
-    def inputs_with(self, channels: int, channel_axis: int) -> Tensor | None:
-        """The kept inputs with ``channels`` along ``channel_axis``: an observer shared by
-        layers of different widths serves each its own."""
-        return _batch([t for t in self.kept if t.dim() > 1 and t.shape[channel_axis] == channels])
+    def inputs_shaped(self, shape: Sequence[int | None]) -> Tensor | None:
+        """The kept inputs of ``shape`` (``None``: any size on that axis). An observer
+        that layers share (a ``relu`` feeding a conv1d and, through a ``reshape`` that
+        shares its qparams, a conv3d) sees every layer's input: each layer must get its
+        own, and channel counts alone do not tell a conv1d's input from a conv3d's."""
+        return _batch([t for t in self.kept if _fits(t, shape)])
+
+
+def _fits(t: Tensor, shape: Sequence[int | None]) -> bool:
+    return t.dim() == len(shape) and all(
+        want is None or size == want for size, want in zip(t.shape, shape, strict=True)
+    )
 
 
 def _batch(tensors: list[Tensor]) -> Tensor | None:

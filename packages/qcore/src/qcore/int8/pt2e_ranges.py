@@ -79,7 +79,8 @@ _RECORDERS: weakref.WeakKeyDictionary[nn.Module, InputRecorder] = weakref.WeakKe
 class _Link:
     input_observer: weakref.ReferenceType[nn.Module]
     geometry: Geometry
-    in_channels: int
+    #: the layer's input as exported, batch (and any symbolic size) as None
+    input_shape: tuple[int | None, ...]
     layer: str
 
 
@@ -146,8 +147,7 @@ class TargetPerChannelWeightObserver(PerChannelMinMaxObserver):  # type: ignore[
         observer = link.input_observer() if link is not None else None
         if link is None or weight is None or observer is None or observer not in _RECORDERS:
             return None
-        axis = -1 if link.geometry.kind == "linear" else 1
-        inputs = _RECORDERS[observer].inputs_with(link.in_channels, axis)
+        inputs = _RECORDERS[observer].inputs_shaped(link.input_shape)
         if inputs is None or getattr(observer, "dtype", None) not in (torch.uint8, torch.quint8):
             return None  # signed inputs are another kernel's business; stay safe
         scale, zero_point = observer.calculate_qparams()  # type: ignore[operator]
@@ -223,12 +223,15 @@ def _geometry(node: Node, dims: int) -> Geometry | None:
     return Geometry.conv(stride, padding, dilation, groups)
 
 
-def _in_channels(node: Node, geometry: Geometry) -> int | None:
-    weight = node.args[1]
-    value = weight.meta.get("val") if isinstance(weight, Node) else None
-    if value is None:
+def _input_shape(node: Node) -> tuple[int | None, ...] | None:
+    """The shape of the layer's input as exported, with the batch left open; None when
+    export recorded none."""
+    source = node.args[0]
+    value = source.meta.get("val") if isinstance(source, Node) else None
+    if not isinstance(value, Tensor) or value.dim() < 2:
         return None
-    return int(value.shape[1]) * geometry.groups
+    sizes = [size if isinstance(size, int) else None for size in value.shape]
+    return (None, *sizes[1:])
 
 
 def input_recorders(model: nn.Module) -> dict[str, InputRecorder]:
@@ -254,10 +257,10 @@ def link_weight_observers(
         if getattr(input_obs, "is_dynamic", False):
             continue  # inputs are quantized per batch at run time: the layer stays safe
         geometry = _geometry(node, dims)
-        channels = _in_channels(node, geometry) if geometry is not None else None
-        if geometry is None or channels is None:
+        shape = _input_shape(node)
+        if geometry is None or shape is None:
             continue  # unknown shape: the layer keeps the safe range
         if weight_obs.rule == "calibrated" and input_obs not in _RECORDERS:
             recorder = _RECORDERS[input_obs] = InputRecorder()
             input_obs.register_forward_hook(recorder.hook)
-        weight_obs.link = _Link(weakref.ref(input_obs), geometry, channels, node.name)
+        weight_obs.link = _Link(weakref.ref(input_obs), geometry, shape, node.name)

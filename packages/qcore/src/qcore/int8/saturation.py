@@ -257,7 +257,8 @@ def _resolve_padding(
 def _sampled_patches(
     x: Tensor, kernel: tuple[int, ...], geometry: Geometry, count: int, generator: torch.Generator
 ) -> Tensor:
-    """``(count, C, *kernel)`` input patches at random output positions of a conv."""
+    """``(count, C, *kernel)`` input patches at distinct random output positions of a
+    conv (all of them when there are at most ``count``)."""
     import torch
     import torch.nn.functional as F
 
@@ -270,7 +271,12 @@ def _sampled_patches(
         view = view.unfold(2 + axis, (k - 1) * d + 1, s)[..., ::d]
     batch, spatial = view.shape[0], view.shape[2 : 2 + len(kernel)]
     total = batch * int(torch.tensor(spatial).prod()) if spatial else batch
-    picks = torch.randint(total, (min(count, total),), generator=generator)
+    # without replacement, and every position when there are few: drawing with
+    # replacement misses a third of them, and the peak pair sum may sit in that third
+    if total <= count:
+        picks = torch.arange(total)
+    else:
+        picks = torch.randperm(total, generator=generator)[:count]
     index: list[Tensor] = []
     for size in reversed(spatial):
         index.append(picks % size)

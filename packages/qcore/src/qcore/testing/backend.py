@@ -6,7 +6,11 @@ For a backend plugin, loaded through its entry point as users load it:
 * ``fuser-method``: every fuser method, called the way torch's fusion pass calls it,
   returns the fused module the config declares;
 * ``prepare-convert``: a model synthesized from every pattern goes through
-  ``prepare_fx``, calibration and conversion, and gives finite outputs of the float shape.
+  ``prepare_fx``, calibration and conversion, and gives finite outputs of the float shape;
+  the converted model is quantized (a quantize op or a quantized module) and its output
+  reaches :data:`MIN_SQNR_DB` against the float model's, unless the pattern is declared
+  to stay float (``stays_float``), in which case it must stay float;
+* ``stays-float``: every pattern declared to stay float is one the backend has.
 
 One CheckResult per pattern and check, so a report names each pattern that fails. A
 fuser that raises :class:`~qcore.patterns.UnfusablePattern` declines a fusion it cannot
@@ -21,7 +25,7 @@ import copy
 import io
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,6 +45,14 @@ if TYPE_CHECKING:
 ConvertMode = Literal["reference", "native"]
 MappingFactory = Callable[["nn.Module", bool], "QConfigMapping"]
 
+#: The least SQNR (dB) the output of a pattern that quantizes must reach against its
+#: float model run on the same rounded inputs. int8 with calibrated observers gives the
+#: synthesized models 25-50 dB on every first-party backend (both CPU targets) and the
+#: example plugin; the lowest are adaptive average pools, whose outputs keep their
+#: input's scale but average a range away (25.1 dB for oneDNN's 3-d one). A wrong scale,
+#: zero point or dtype costs far more than the 5 dB of margin.
+MIN_SQNR_DB = 20.0
+
 #: Ops for which "not synthesizable" is not a failure. Only Tensor methods that torch's
 #: own configs declare but ``torch.Tensor`` does not have (so no runnable model can ever
 #: contain them; backends keep them for parity with torch). Any other op the kit cannot
@@ -49,20 +61,30 @@ SYNTHESIS_ALLOW_LIST: frozenset[Any] = frozenset({"hardsigmoid", "hardsigmoid_",
 
 
 def check_backend(
-    name: str, *, convert: ConvertMode = "reference", engine: str | None = None
+    name: str,
+    *,
+    convert: ConvertMode = "reference",
+    engine: str | None = None,
+    stays_float: Collection[str] | None = None,
+    min_sqnr_db: float = MIN_SQNR_DB,
 ) -> list[CheckResult]:
     """Every conformance check for FX backend ``name``.
 
     ``convert="reference"`` (default) runs ``convert_to_reference_fx``, which runs anywhere
     and is what ExecuTorch consumes; ``"native"`` runs ``convert_fx`` under the quantized
-    ``engine`` (e.g. ``"onednn"``), restored afterwards.
+    ``engine`` (e.g. ``"onednn"``), restored afterwards. ``stays_float``: the patterns the
+    backend's mapping leaves in float; by default what the plugin and its installed
+    extensions declare (``BackendPlugin.stays_float``). ``min_sqnr_db``: the floor for
+    every other pattern.
     """
     label = f"backend:{name}"
     try:
         config = qcore.get_backend_config(name)
-        has_mapping = REGISTRY.load("backend", name).qconfig_mapping is not None
+        plugin = REGISTRY.load("backend", name)
+        declared = _declared_float(plugin, name) if stays_float is None else stays_float
     except Exception as exc:  # noqa: BLE001 - a plugin that cannot load fails one check
         return [CheckResult(label, "load", name, False, f"{type(exc).__name__}: {exc}")]
+    has_mapping = plugin.qconfig_mapping is not None
 
     def plugin_mapping(model: nn.Module, is_qat: bool) -> QConfigMapping:
         return qcore.get_qconfig_mapping(name, is_qat=is_qat, model=model)
@@ -76,7 +98,29 @@ def check_backend(
         f"{len(config.configs)} patterns; qconfig mapping: "
         + ("the plugin's own" if has_mapping else "torch's default"),
     )
-    return [loaded, *check_backend_config(config, mapping, label, convert=convert, engine=engine)]
+    checks = check_backend_config(
+        config,
+        mapping,
+        label,
+        convert=convert,
+        engine=engine,
+        stays_float=declared,
+        min_sqnr_db=min_sqnr_db,
+    )
+    return [loaded, *checks]
+
+
+def _declared_float(plugin: Any, name: str) -> frozenset[str]:
+    """The patterns backend ``name`` and its installed extensions declare to stay float."""
+    declared = _names(plugin.stays_float)
+    for _, extension in REGISTRY.extensions("backend-extension", name):
+        declared |= _names(extension.stays_float)
+    return declared
+
+
+def _names(patterns: Collection[str] | str) -> frozenset[str]:
+    # one pattern written as a bare string would otherwise count as its characters
+    return frozenset([patterns] if isinstance(patterns, str) else patterns)
 
 
 def default_mapping(model: nn.Module, is_qat: bool) -> QConfigMapping:
@@ -93,11 +137,15 @@ def check_backend_config(
     *,
     convert: ConvertMode = "reference",
     engine: str | None = None,
+    stays_float: Collection[str] = (),
+    min_sqnr_db: float = MIN_SQNR_DB,
 ) -> list[CheckResult]:
-    """The well-formed, fuser-method and prepare-convert checks on a BackendConfig."""
+    """The well-formed, fuser-method, prepare-convert and stays-float checks on a
+    BackendConfig; ``stays_float`` names the patterns ``mapping`` leaves in float."""
     from qcore.pattern_text import pattern_text
     from qcore.testing.wellformed import pattern_problems
 
+    declared = _names(stays_float)
     results: list[CheckResult] = []
     seen: dict[str, int] = {}
     with _quiet(), quantized_engine(engine):
@@ -115,8 +163,21 @@ def check_backend_config(
             if pattern_config.fuser_method is not None:
                 ok, detail = _check_fuser(config, pattern_config)
                 results.append(CheckResult(label, "fuser-method", subject, ok, detail))
-            ok, detail = _check_prepare_convert(config, pattern_config, mapping, convert)
+            ok, detail = _check_prepare_convert(
+                config,
+                pattern_config,
+                mapping,
+                convert,
+                declared_float=subject in declared,
+                min_sqnr_db=min_sqnr_db,
+            )
             results.append(CheckResult(label, "prepare-convert", subject, ok, detail))
+    # a stale name would let a renamed pattern stay float unnoticed
+    stale = "declared to stay float, but the backend has no pattern of that name"
+    results += [
+        CheckResult(label, "stays-float", name, False, stale)
+        for name in sorted(declared - set(seen))
+    ]
     return results
 
 
@@ -277,11 +338,44 @@ def _is_quantized(graph_module: nn.Module) -> bool:
     )
 
 
+def _inputs_as_rounded(converted: nn.Module, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """The model inputs as the converted model's own quantize ops round them.
+
+    The floor measures what a pattern adds, on the inputs it really gets: a pattern fed a
+    float model input is observed with its own qconfig, and a fixed-qparams op's (the
+    sigmoid's [0, 1)) clamps that input before the op runs, which no real network whose
+    producer is quantized does."""
+    import operator
+
+    import torch
+    from torch.fx import Node
+
+    def value(arg: Any) -> Any:
+        if isinstance(arg, Node) and arg.op == "get_attr":
+            return operator.attrgetter(str(arg.target))(converted)
+        return arg
+
+    graph = getattr(converted, "graph", None)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"] if graph else []
+    rounded = list(inputs)
+    for index, placeholder in enumerate(placeholders[: len(inputs)]):
+        for user in placeholder.users:
+            if user.target is torch.quantize_per_tensor:
+                scale, zero_point, dtype = (value(a) for a in user.args[1:4])
+                quantized = torch.quantize_per_tensor(inputs[index], scale, zero_point, dtype)
+                rounded[index] = quantized.dequantize()
+                break
+    return tuple(rounded)
+
+
 def _check_prepare_convert(
     config: BackendConfig,
     pattern_config: BackendPatternConfig,
     mapping: MappingFactory,
     convert: ConvertMode,
+    *,
+    declared_float: bool,
+    min_sqnr_db: float,
 ) -> tuple[bool, str]:
     import torch
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
@@ -329,9 +423,21 @@ def _check_prepare_convert(
             return False, f"output shape {tuple(a.shape)}, float gives {tuple(e.shape)}"
         if a.is_floating_point() and not bool(torch.isfinite(a).all()):
             return False, "non-finite outputs"
+    with torch.no_grad():
+        reference = _flatten(case.model(*_inputs_as_rounded(converted, inputs())))
     worst = min(
-        (sqnr(e, a) for a, e in zip(actual, expected, strict=True) if e.is_floating_point()),
+        (sqnr(e, a) for a, e in zip(actual, reference, strict=True) if e.is_floating_point()),
         default=math.inf,
     )
-    state = "quantized" if _is_quantized(converted) else "left in float by the mapping"
-    return True, f"{state}, SQNR {worst:.1f} dB"
+    if not _is_quantized(converted):
+        if declared_float:
+            return True, f"stays float, as declared (SQNR {worst:.1f} dB)"
+        return False, (
+            "left in float by the mapping, and not declared in stays_float: nothing was "
+            "quantized (no quantize op, no quantized module)"
+        )
+    if declared_float:
+        return False, f"declared in stays_float, but quantized (SQNR {worst:.1f} dB)"
+    if not worst >= min_sqnr_db:  # NaN fails too
+        return False, f"quantized, SQNR {worst:.1f} dB, below the floor of {min_sqnr_db:g} dB"
+    return True, f"quantized, SQNR {worst:.1f} dB (floor {min_sqnr_db:g} dB)"

@@ -31,6 +31,7 @@ from qcore.testing.models import ModelCase, train_toward_float
 __all__ = [
     "ConvertMode",
     "assert_same_outputs",
+    "float_weighted_layers",
     "prepare_and_calibrate",
     "ptq",
     "qat_outputs",
@@ -89,6 +90,21 @@ def quantized_op_count(model: GraphModule) -> int:
         if type(m).__module__.startswith(_KERNEL_MODULES) and ".reference" not in type(m).__module__
     )
     return quantizes + kernels
+
+
+#: Layers that compute with weights: where "stayed float" is a decision, not a default.
+_WEIGHTED = (nn.modules.conv._ConvNd, nn.Linear, nn.Embedding, nn.EmbeddingBag, nn.RNNBase)
+
+
+def float_weighted_layers(model: nn.Module) -> set[str]:
+    """Names of the convolution, linear, embedding and RNN modules that still compute in
+    float with float weights: torch.nn's own classes, not their quantized kernels nor the
+    reference quantized modules (which subclass them)."""
+    return {
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, _WEIGHTED) and type(module).__module__.startswith("torch.nn.")
+    }
 
 
 def assert_same_outputs(

@@ -26,6 +26,8 @@ from typing import Any
 from torch.ao.quantization.backend_config import BackendConfig
 
 import qcore
+from qcore.patterns.rows import describe, pattern_key
+from qcore.plugin_api import resolve
 from qcore.plugins import DISABLE_ENV, REGISTRY
 from qcore.testing import assert_conformant
 from qcore.testing.fresh import run_fresh
@@ -108,13 +110,20 @@ def assert_equals_reference(
 
 def assert_extensions_only_add_patterns(
     name: str, reference: BackendConfig, *, upstream_fuser_bugs: Collection[Any] = frozenset()
-) -> None:
-    """With the installed extensions, every difference from the reference is an extra
-    pattern: an extension added, and changed nothing."""
+) -> list[str]:
+    """With the installed extensions, the differences from the reference are exactly one
+    "extra" line per pattern those extensions add: they added, and changed nothing.
+    Returns the differences (empty when no extension is installed)."""
     diffs = compare_backend_configs(
         qcore.get_backend_config(name), reference, upstream_fuser_bugs=upstream_fuser_bugs
     )
-    assert all(d.endswith(": extra (not in reference)") for d in diffs), diffs
+    added = [
+        f"{describe(pattern_key(config))}: extra (not in reference)"
+        for _, extension in REGISTRY.extensions("backend-extension", name)
+        for config in resolve(extension.patterns)()
+    ]
+    assert sorted(diffs) == sorted(added), f"differences {diffs}, extensions add {added}"
+    return diffs
 
 
 def assert_builds_in_a_fresh_interpreter(name: str) -> None:

@@ -78,7 +78,18 @@ def _fused(*parts: Callable[[], Any], ranks: tuple[int, ...], arity: int = 1) ->
 
 def _qat(*args: Any, ranks: tuple[int, ...], **kwargs: Any) -> OpRow:
     kwargs.setdefault("qconfig", default_qat_qconfig)
-    return _module(*args, ranks=ranks, **kwargs)
+
+    def build(cls: Any) -> nn.Module:
+        module: nn.Module = cls(*args, **kwargs)
+        # torch's QAT linear-bn (and conv-bn) leave the bias as torch.empty: whatever the
+        # memory held, NaN included, would make one pattern's model differ run to run
+        bias = getattr(module, "bias", None)
+        if isinstance(bias, nn.Parameter):
+            with torch.no_grad():
+                bias.uniform_(-0.5, 0.5)
+        return module
+
+    return OpRow(build, ranks)
 
 
 def _function(
