@@ -119,17 +119,29 @@ def inductor_freezing_active() -> bool:
     return bool(inductor_config.freezing) and not torch.is_grad_enabled()
 
 
-def normalize_like_freezing(gm: torch.fx.GraphModule) -> None:
+def normalize_like_freezing(gm: torch.fx.GraphModule, *, joint_patterns: bool = False) -> None:
     """The graph as freezing hands it to its patterns: no-op views removed (the joint
     passes do it), views as reshapes and common subexpressions merged (freezing does it).
     Replaces ``gm.graph``. Each reshape that was a view remembers its input, so that
-    :func:`restore_views` can give back the views the rewrites did not touch."""
+    :func:`restore_views` can give back the views the rewrites did not touch.
+
+    ``joint_patterns``: also what the joint passes' first patterns do after the custom
+    pre-pass (``joint_graph.early_patterns``): a view of a view back to the first one's
+    input shape, a permute undone by the next, and a view to the same shape, each removed.
+    ``x.add_(y)`` on a 3-D linear output leaves ``add -> view -> view -> relu`` in the
+    inference graph; freezing sees ``add -> relu``. They count in torch's counters
+    (``removed_pointless_view_pair``) as they would have later, so only on a compile's
+    graph, not on a pattern being traced."""
     import torch
+    import torch._inductor.config as inductor_config
     from torch._functorch.compile_utils import fx_graph_cse
+    from torch._inductor.fx_passes.joint_graph import early_patterns
     from torch._inductor.fx_passes.post_grad import remove_noop_ops, view_to_reshape
 
     view = torch.ops.aten.view.default
     remove_noop_ops(gm.graph)
+    if joint_patterns and inductor_config.pattern_matcher:
+        early_patterns.apply(gm.graph)
     for node in gm.graph.find_nodes(op="call_function", target=view):
         node.meta[_WAS_VIEW] = True
     view_to_reshape(gm)  # type: ignore[no-untyped-call]
@@ -274,6 +286,21 @@ def _meta_value(node: torch.fx.Node) -> _Any:
     return node.meta.get("val")
 
 
+def makes_new_tensor(node: torch.fx.Node) -> bool:
+    """Whether ``node`` calls an ATen-style op whose output is a tensor of its own, not a
+    view of (an alias of) one of its inputs: one an in-place post-op may overwrite without
+    writing into another tensor. A graph input, a constant, ``getitem`` of a split or an
+    unknown callable: no."""
+    import torch
+
+    target = node.target
+    return (
+        node.op == "call_function"
+        and isinstance(target, torch._ops.OpOverload)
+        and not target.is_view
+    )
+
+
 def quantized_decomposed_ops() -> _Any:
     """``torch.ops.quantized_decomposed``, the q/dq ops of PT2E graphs, registered first
     (torch defines them in a private module that ``import torch`` does not load)."""
@@ -351,6 +378,65 @@ def switch_off_builtin_x86_passes() -> None:
 
     mkldnn_fusion._register_quantization_lowerings = _noop  # type: ignore[attr-defined]
     mkldnn_fusion._register_quantization_weight_pack_pass = _noop  # type: ignore[assignment,attr-defined]
+
+
+class _PatternLowering:
+    """A call of op ``op``'s Inductor lowering, as the target of a post-grad graph node.
+
+    torch's x86 passes lower each oneDNN int8 kernel node through a post-grad lowering
+    pattern (``register_lowering_pattern``): the node's target becomes the pattern's handler,
+    which ``GraphLowering.call_function`` calls directly (it carries
+    ``_inductor_lowering_function``), and which calls the op's registered lowering. The IR
+    node is the same as from a plain call of the op, but Inductor names the FX node's target
+    in the generated code (each extern kernel's ``assert_size_stride`` message), so there
+    the handler appears instead of ``torch.ops.onednn.<kernel>``. A target of this class
+    makes Inductor take the same route, under a name of its own that spells no op the way
+    the code spells its calls (``qinductor_x86.lowering(onednn::qlinear_pointwise.binary)``):
+    code scanned for kernel names finds the calls only, as with torch's passes.
+    """
+
+    _inductor_lowering_function = True
+
+    def __init__(self, op: torch._ops.OpOverload, realize: tuple[int, ...]) -> None:
+        self.op = op
+        self.realize = realize
+        self.label = f"{op.namespace}::{op._opname}.{op._overloadname}"
+        # what FX and Inductor read off a call target (its printed graph, the op name of
+        # a generated check: ``<first part of __module__>.<str(target)>``)
+        self.__name__ = self.__qualname__ = f"lowering_{op.namespace}_{op._opname}_{op._overloadname}"
+        self.__module__ = "qinductor_x86.lowering"
+
+    def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
+        from torch._inductor.lowering import lowerings
+
+        for index in self.realize:
+            args[index].realize()
+        return lowerings[self.op](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"lowering({self.label})"
+
+
+_PATTERN_LOWERINGS: dict[_Any, _PatternLowering] = {}
+
+
+def lower_as_torch_patterns_do(node: torch.fx.Node, realize: tuple[int, ...] = ()) -> None:
+    """Have Inductor lower the call ``node`` (an op with a registered lowering) the way torch's
+    post-grad lowering patterns lower the oneDNN int8 kernels of its x86 passes (see
+    :class:`_PatternLowering`): same IR, same kernel call, the op's name only in the call.
+
+    ``realize``: the positions of the tensor arguments torch's handler realizes into a
+    buffer first (the extra input of a binary post-op; a plain call of the op would have
+    them realized by ``GraphLowering``'s ``needs_realized_inputs``, a handler does not)."""
+    from torch._inductor.lowering import lowerings
+
+    op = node.target
+    if op not in lowerings:
+        raise ValueError(f"{op} has no Inductor lowering to call")
+    handler = _PATTERN_LOWERINGS.get((op, realize))
+    if handler is None:
+        handler = _PATTERN_LOWERINGS[op, realize] = _PatternLowering(op, realize)  # type: ignore[arg-type]
+    node.target = handler
 
 
 # end Inductor ---------------------------------------------------------------------------

@@ -2,10 +2,13 @@
 
 * before autograd tracing (``pre_grad_custom_pass``): quant lift-up;
 * on the inference graph, before freezing (``joint_custom_pre_pass``): everything else;
-* after Inductor's own post-grad patterns (``post_grad_custom_post_pass``): the
-  ``*_lower_*`` counters for kernels torch's lowering patterns did not claim (when torch's
-  copy is registered, its patterns count them; otherwise this pass does, so the counters
-  mean the same either way).
+* after Inductor's own post-grad patterns (``post_grad_custom_post_pass``): each oneDNN
+  int8 kernel (and int8 weight-only matmul) torch's lowering patterns did not claim is
+  handed to Inductor's lowering of it the way those patterns hand theirs, so that the
+  generated code is the code torch's passes generate, kernel names and checks included;
+  and the ``*_lower_*`` counters. When torch's copy is registered, its patterns lower and
+  count them; otherwise this pass does, so the counters and the code mean the same either
+  way.
 """
 
 from __future__ import annotations
@@ -33,6 +36,24 @@ _LOWER_FAMILY = {
     ops.QLINEAR_TENSOR: "qlinear_unary_lower",
     ops.QLINEAR_BINARY: "qlinear_binary_lower",
     ops.QLINEAR_BINARY_TENSOR: "qlinear_binary_lower",
+}
+
+#: What torch's copy lowers through a post-grad lowering pattern (the int8 kernels, and
+#: the int8 weight-only matmul, whose pattern counts itself in ``woq_matcher``) -> the
+#: arguments its handler realizes first: a binary post-op's extra input (argument 6, the
+#: added tensor of a linear, the accumulator of a conv).
+_LOWERED_BY_PATTERN: dict[Any, tuple[int, ...]] = {
+    **dict.fromkeys(_LOWER_FAMILY, ()),
+    **dict.fromkeys(
+        (
+            ops.QCONV_BINARY,
+            ops.onednn.qconv2d_pointwise.binary_tensor,
+            ops.QLINEAR_BINARY,
+            ops.QLINEAR_BINARY_TENSOR,
+        ),
+        (6,),
+    ),
+    ops.WEIGHT_ONLY: (),
 }
 
 
@@ -82,6 +103,9 @@ class CountLowerings(_Pass):
             family = _LOWER_FAMILY.get(node.target)
             if family is not None:
                 bump(family, 1)
+            realize = _LOWERED_BY_PATTERN.get(node.target)
+            if realize is not None:
+                private.lower_as_torch_patterns_do(node, realize)
 
 
 def make_passes(report: LoweringReport) -> dict[str, Any]:

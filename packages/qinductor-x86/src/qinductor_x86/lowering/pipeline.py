@@ -22,6 +22,7 @@ from qinductor_x86.lowering import (
     dataops,
     floatweights,
     fp16,
+    intmm,
     ops,
     postops,
     prepack,
@@ -36,6 +37,7 @@ from qinductor_x86.lowering.report import GraphRecord, everything_in_float, left
 #: grows, and data movement on codes needs the quantizes fusion leaves.
 FAMILIES: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("weight prepack", prepack.register),
+    ("int8 matmul", intmm.register),
     ("fp16 dynamic linear", fp16.register),
     ("post-op fusion", postops.register),
     ("int8 data movement", dataops.register),
@@ -62,9 +64,13 @@ def pattern_passes() -> tuple[Any, ...]:
 
 def is_quantized(graph: Graph) -> bool:
     """Whether ``graph`` holds anything this lowering handles: a quantize/dequantize, an
-    int8 tensor cast to float (a weight-only quantized linear), or a weight kept in fp16."""
+    int8 tensor cast to float (a weight-only quantized linear), an int8 matmul, or a weight
+    kept in fp16."""
     return any(
-        node.target in ops.Q_DQ or _int8_cast(node) or fp16.holds_fp16_weight(node)
+        node.target in ops.Q_DQ
+        or node.target is intmm.INT_MM
+        or _int8_cast(node)
+        or fp16.holds_fp16_weight(node)
         for node in graph.nodes
     )
 
@@ -83,7 +89,7 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
         return GraphRecord(left_in_float=everything_in_float(graph, FREEZING_OFF))
     gm = graph.owning_module
     assert isinstance(gm, torch.fx.GraphModule)
-    private.normalize_like_freezing(gm)  # (a new gm.graph)
+    private.normalize_like_freezing(gm, joint_patterns=True)  # (a new gm.graph)
     graph = gm.graph
     context = CompileContext(
         gm, target, private.frozen_constants(gm), others_follow=private.other_x86_copies_in_freezing()

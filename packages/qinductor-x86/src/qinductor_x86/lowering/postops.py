@@ -45,15 +45,20 @@ def traceable(post: PostOp) -> Callable[[torch.Tensor], torch.Tensor]:
 @dataclass(frozen=True)
 class Row:
     """One registered pattern: the table's binary post-op with the kernel's output as its
-    ``side`` operand ("" for none), then ``unary``, then the output quantize or not."""
+    ``side`` operand ("" for none), then ``unary``, then the output quantize or not.
+
+    ``cast_back``: the sum cast back to the kernel's dtype before the rest, as an in-place
+    ``kernel.add_(residual)`` of a bf16 kernel and a float32 residual computes it."""
 
     unary: PostOp
     side: str
     quantized_output: bool
+    cast_back: bool = False
 
     def region(self, *inputs: torch.Tensor) -> torch.Tensor:
         x, *other = inputs if self.side != "right" else inputs[::-1]
-        return traceable(self.unary)(ADD.fn(x, *other) if self.side else x)
+        y = ADD.fn(x, *other) if self.side else x
+        return traceable(self.unary)(y.to(inputs[0].dtype) if self.cast_back else y)
 
     @property
     def label(self) -> str:
@@ -66,7 +71,8 @@ class Row:
 ROWS = [
     *(Row(u, "", q) for u in UNARY for q in (True, False) if u is not NONE or q),
     *(
-        Row(u, side, q)
+        Row(u, side, q, cast_back)
+        for cast_back in (True, False)
         for u in (NONE, *(p for p in UNARY if p.after_add))
         for side in ("left", "right")
         for q in (True, False)
@@ -86,8 +92,9 @@ def register(pass_dict: Any) -> None:
     float32 and bf16, once)."""
     seen: set[str] = set()
     for row, (dtype, other_dtype) in itertools.product(ROWS, OPERAND_DTYPES):
-        if not row.side and other_dtype != dtype:
-            continue
+        mixed = other_dtype != dtype
+        if (mixed and not row.side) or (row.cast_back and not mixed):
+            continue  # a unary row has no residual; with one dtype nothing is cast back
         dtypes = (dtype, other_dtype) if row.side else (dtype,)
         region = tracing.trace(
             row.region,
@@ -189,7 +196,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         elif kind == "conv":
             target, new_args, erased_extra = _conv_binary(kwargs, head, out, post)
         else:
-            target, new_args = _linear_binary(x, kwargs, head, out, post, anchor)
+            target, new_args = _linear_binary(x, kwargs, head, out, post, match.nodes)
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, new_args)
             if narrow:
@@ -254,16 +261,16 @@ def _conv_binary(
 
 
 def _linear_binary(  # noqa: PLR0917
-    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, anchor: Node
+    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, fused: list[Node]
 ) -> tuple[Any, tuple[Any, ...]]:
     """``qlinear_pointwise.binary``: "add" into a quantized output, in-place "sum" into a
-    float output when the added tensor is a buffer nobody reads afterwards."""
+    float output when the added tensor is a buffer nobody reads afterwards (its readers
+    are the fused ``add`` and nodes the kernel depends on), as torch's copy chooses."""
     other: Node = kwargs["other"]
     past = ancestors(x)
     overwritable = (
-        other.op == "call_function"
-        and other.target not in ops.VIEWS
-        and all(u is anchor or u in past for u in other.users)
+        private.makes_new_tensor(other)
+        and all(u in fused or u in past for u in other.users)
         and val(other).dtype == out[2]
     )
     binary = ADD.attr if kwargs.get("o_dtype") is not None or not overwritable else ADD.in_place

@@ -24,6 +24,7 @@ kernel count and broke post-op fusion of the add that follows (its sum stayed fl
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -95,8 +96,9 @@ def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
         "requires_grad": False,
     }
     # before the first reader of ``codes``, so that it precedes every reader it may serve
-    first_reader = next(node for node in ctx.graph.nodes if node in codes.users)
-    with ctx.graph.inserting_before(first_reader):
+    # (codes nothing reads yet, just made: where the caller is inserting)
+    first_reader = next((node for node in ctx.graph.nodes if node in codes.users), None)
+    with ctx.graph.inserting_before(first_reader) if first_reader else contextlib.nullcontext():
         iota = ctx.call(ops.prims.iota.default, (2 * int(codes_val.shape[dim]),), iota_kwargs)
         index = ctx.call(ops.aten.div.Tensor_mode, (iota, 2), {"rounding_mode": "floor"})
         doubled = ctx.call(ops.aten.index.Tensor, (codes, [None] * dim + [index]))
