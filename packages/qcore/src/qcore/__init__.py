@@ -17,6 +17,8 @@ from qcore.api import (
     get_qconfig_mapping,
     get_quantizer,
     list_plugins,
+    sensitivity,
+    tune,
 )
 from qcore.errors import (
     ExportError,
@@ -50,6 +52,8 @@ __all__ = [
     "get_quantizer",
     "list_plugins",
     "load_exported",
+    "sensitivity",
+    "tune",
 ]
 
 #: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``,
@@ -60,6 +64,7 @@ _LAZY_SUBMODULES = {
     "fx": "qcore.fx",
     "metrics": "qcore.metrics",
     "testing": "qcore.testing",
+    "tuning": "qcore.tuning",
     "int8": "qcore.int8",
     "host": "qcore.int8.host",
     "saturation": "qcore.int8.saturation",

@@ -132,3 +132,18 @@ def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:
 
 
 # end derived PT2E quantizers -----------------------------------------------------------
+
+
+# Accuracy-driven tuning (qcore.tuning) -------------------------------------------------
+
+
+def fx_node_scopes(prepared: GraphModule) -> dict[str, tuple[str, Any]]:
+    """Node name -> (module path, module type) that ``prepare_fx`` recorded while tracing
+    (``_ObservedGraphModuleAttrs.node_name_to_scope``; torch keeps it in a private meta
+    key). The tuner addresses a function call by its module path and call order."""
+    attrs = prepared.meta.get("_observed_graph_module_attrs")
+    scopes: dict[str, tuple[str, Any]] = dict(getattr(attrs, "node_name_to_scope", {}) or {})
+    return scopes
+
+
+# end accuracy-driven tuning ------------------------------------------------------------
