@@ -1,0 +1,115 @@
+"""qcore.sensitivity / qcore.tune with qcore alone: a quantizer object on qcore's common
+annotators (every first-party flow is tested in the repository's tests/test_tuning_flows.py).
+
+The claims: the switchable reference model with every op in float is the float model; the
+ranking's top three are what re-preparing with one op excluded gives (brute force, each
+op's exclusion built from the flow's own configuration); a trained model that int8 makes
+guess gets its held-out accuracy back with at most 10 % of its ops in float; a target out
+of reach is reported, never silent.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torchao.testing.pt2e._xnnpack_quantizer import get_symmetric_quantization_config
+
+import qcore
+from qcore.annotation.common import propagate_shared_qparams, scalars_to_attrs
+from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.metrics import sqnr
+from qcore.testing.trained import branches, outlier_transformer
+from qcore.tuning import TuningWarning
+from qcore.tuning.flows import calibrate
+from qcore.tuning.sensitivity import Session, output_sqnr
+
+
+class Common(RegistryQuantizer):
+    """qcore's backend-agnostic annotators, XNNPACK's symmetric int8 config."""
+
+    namespace = "common"
+
+    def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        return scalars_to_attrs(model)
+
+    def finalize(self, model: torch.fx.GraphModule) -> None:
+        propagate_shared_qparams(model)
+
+
+def _quantizer() -> Common:
+    return Common().set_global(get_symmetric_quantization_config(is_per_channel=True))
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="torchao")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        yield
+
+
+def test_every_op_left_in_float_is_the_float_model_and_every_op_quantized_is_not() -> None:
+    model, example, calibration = branches()
+    session = Session(model, example, calibration, _quantizer())
+    with torch.no_grad():
+        reference = model(*example)
+        floating = session.board.quantize_only([])(*example)
+        assert torch.allclose(floating, reference, rtol=1e-5, atol=1e-5)
+        assert sqnr(reference, session.board.quantize_only(session.board.names)(*example)) < 40
+    assert {op.kind for op in session.ops} >= {"linear", "add"}
+
+
+def _brute_force(session: Session) -> list[str]:
+    """Each op excluded in turn by re-preparing from the flow's configuration, calibrated
+    and converted for real; op names by output SQNR, best first."""
+    model, example = session.model, session.example_inputs
+    with torch.no_grad():
+        reference = model(*example)
+    scored = []
+    for op in session.ops:
+        prepared = session.flow.prepare(model, example, session.flow.configuration(model, [op]))
+        calibrate(prepared, session.calibration)
+        with torch.no_grad():
+            scored.append((output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name))
+    return [name for _, name in sorted(scored, reverse=True)]
+
+
+def test_ranking_top_three_equals_brute_force_and_the_outlier_order() -> None:
+    model, example, calibration = branches()
+    session = Session(model, example, calibration, _quantizer())
+    ranked = [cost.name for cost in session.costs()]
+    assert ranked[:3] == _brute_force(session)[:3]
+    # the branches' input outliers decide it: a (x1000), b (x250), c (x60)
+    paths = {op.name: op.module_path for op in session.ops}
+    assert [paths[name] for name in ranked[:3]] == ["a", "b", "c"]
+
+
+def test_tuning_a_trained_transformer_recovers_held_out_accuracy() -> None:
+    case = outlier_transformer()
+    float_accuracy = case.accuracy(case.model)
+    result = qcore.tune(
+        case.model, case.example_inputs, case.calibration, _quantizer(),
+        metric=case.validation_accuracy, tolerance=0.01,
+    )  # fmt: skip
+    assert float_accuracy >= 0.99  # the task is learnt
+    assert result.int8_score < result.float_score - 0.01  # and int8 loses it
+    assert result.met, result.message
+    assert len(result.float_ops) <= 0.1 * len(result.quantizable_ops)
+    assert [op.module_path for op in result.float_ops] == ["embed"]
+    assert case.accuracy(result.model) >= float_accuracy - 0.01  # data the tuner never saw
+
+
+def test_a_target_out_of_reach_is_reported_and_warned() -> None:
+    model, example, calibration = branches()
+    with pytest.warns(TuningWarning, match="NOT met"):
+        result = qcore.tune(
+            model, example, calibration, _quantizer(), target_sqnr_db=200.0,
+            max_float_fraction=0.1,
+        )  # fmt: skip
+    assert not result.met
+    assert len(result.float_ops) == result.max_float_ops == len(result.quantizable_ops) // 10
+    assert "budget" in result.message
+    assert "NOT met" in result.report()
