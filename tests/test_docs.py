@@ -21,6 +21,7 @@ RUN_BY = {
     "CONTRIBUTING.md": "tests/test_docs.py",
     "docs/huggingface.md": "tests/test_huggingface_guide.py",
     "docs/shipping.md": "tests_shipping/test_shipping_guide.py",
+    "docs/tuning.md": "tests/test_tuning_guide.py",
     "docs/write-a-backend.md": "tests/test_write_a_backend_guide.py",
     "examples/qbackend-example/README.md": "examples/qbackend-example/tests/test_readme.py",
     "packages/qcore/README.md": "packages/qcore/tests/test_readme.py",
