@@ -74,7 +74,9 @@ def _brute_force(session: Session) -> list[str]:
         prepared = session.flow.prepare(model, example, session.flow.configuration(model, [op]))
         calibrate(prepared, session.calibration)
         with torch.no_grad():
-            scored.append((output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name))
+            scored.append(
+                (output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name)
+            )
     return [name for _, name in sorted(scored, reverse=True)]
 
 

@@ -54,7 +54,7 @@ class TrainedCase:
 def _accuracy(model: Callable[[Tensor], Tensor], data: tuple[Tensor, Tensor], size: int) -> float:
     inputs, labels = data
     with torch.no_grad():  # an exported model runs at its example's batch size
-        guesses = torch.cat([model(batch).argmax(-1) for batch in inputs.split(size)])
+        guesses = torch.cat([model(batch).argmax(-1) for batch in torch.split(inputs, size)])
     return float((guesses == labels).float().mean())
 
 
@@ -80,7 +80,8 @@ class OutlierCNN(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = F.relu(self.stem(x))
         x = self.blocks(x)
-        return self.head(x.mean((2, 3)))
+        out: Tensor = self.head(x.mean((2, 3)))
+        return out
 
 
 class Attention(nn.Module):
@@ -91,7 +92,8 @@ class Attention(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         scores = torch.matmul(self.q(x), self.k(x).transpose(-2, -1)) * self.scale
-        return self.out(torch.matmul(scores.softmax(-1), self.v(x)))
+        out: Tensor = self.out(torch.matmul(scores.softmax(-1), self.v(x)))
+        return out
 
 
 class Block(nn.Module):
@@ -105,7 +107,8 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.norm1(x + self.attention(x))
-        return self.norm2(x + self.fc2(F.relu(self.fc1(x))))
+        out: Tensor = self.norm2(x + self.fc2(F.relu(self.fc1(x))))
+        return out
 
 
 class OutlierTransformer(nn.Module):
@@ -118,7 +121,8 @@ class OutlierTransformer(nn.Module):
         self.head = nn.Linear(dim, CLASSES)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.layers(self.embed(x)).mean(1))
+        out: Tensor = self.head(self.layers(self.embed(x)).mean(1))
+        return out
 
 
 def _images(
@@ -149,7 +153,7 @@ def _train(model: nn.Module, inputs: Tensor, labels: Tensor, steps: int, seed: i
         batch = torch.randint(0, len(inputs), (64,), generator=generator)
         loss = F.cross_entropy(model(inputs[batch]), labels[batch])
         optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     return model.eval()
 
@@ -157,6 +161,7 @@ def _train(model: nn.Module, inputs: Tensor, labels: Tensor, steps: int, seed: i
 def _case(
     name: str,
     model: nn.Module,
+    *,
     data: Callable[[int, torch.Generator, Tensor, float], tuple[Tensor, Tensor]],
     pattern_shape: tuple[int, ...],
     first: nn.Linear | nn.Conv2d,
@@ -184,7 +189,10 @@ def outlier_cnn(seed: int = 0, steps: int = 100) -> TrainedCase:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = OutlierCNN()
-    return _case("cnn", model, _images, (2, 8, 8), model.stem, slice(2, None), steps, seed)
+    return _case(
+        "cnn", model, data=_images, pattern_shape=(2, 8, 8), first=model.stem,
+        noise=slice(2, None), steps=steps, seed=seed,
+    )  # fmt: skip
 
 
 def outlier_transformer(seed: int = 0, steps: int = 100) -> TrainedCase:
@@ -196,8 +204,9 @@ def outlier_transformer(seed: int = 0, steps: int = 100) -> TrainedCase:
         torch.manual_seed(seed)
         model = OutlierTransformer()
     return _case(
-        "transformer", model, _tokens, (8, 8), model.embed, slice(12, None), steps, seed
-    )
+        "transformer", model, data=_tokens, pattern_shape=(8, 8), first=model.embed,
+        noise=slice(12, None), steps=steps, seed=seed,
+    )  # fmt: skip
 
 
 class Branches(nn.Module):
@@ -209,7 +218,8 @@ class Branches(nn.Module):
         self.head = nn.Linear(16, CLASSES)
 
     def forward(self, a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> Tensor:
-        return self.head(F.relu(self.a(a) + self.b(b) + self.c(c) + self.d(d)))
+        out: Tensor = self.head(F.relu(self.a(a) + self.b(b) + self.c(c) + self.d(d)))
+        return out
 
 
 #: Outlier scale of each input of :func:`branches`: each branch's input quantization

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Flow", "FxFlow", "Pt2eFlow", "as_tuple", "calibrate", "resolve_flow"]
 
-_INTEGER_DTYPES = frozenset(
-    {torch.quint8, torch.qint8, torch.uint8, torch.int8, torch.int16, torch.uint16,
-     torch.qint32, torch.int32, torch.quint4x2}  # fmt: skip
-)
+_INTEGER_DTYPES = frozenset({
+    torch.quint8, torch.qint8, torch.uint8, torch.int8, torch.int16, torch.uint16,
+    torch.qint32, torch.int32, torch.quint4x2,
+})  # fmt: skip
 
 
 def as_tuple(batch: Any) -> tuple[Any, ...]:
@@ -60,7 +60,9 @@ class Flow(Protocol):
 
     def configuration(self, model: nn.Module, floating: Sequence[QuantizedOp]) -> Any: ...
 
-    def prepare(self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any) -> GraphModule: ...
+    def prepare(
+        self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any
+    ) -> GraphModule: ...
 
     def roles(self, prepared: GraphModule) -> Roles: ...
 
@@ -127,7 +129,9 @@ class Pt2eFlow:
             quantizer.set_filter_function(SkipNodes(names, quantizer.filter_fn))
         return quantizer
 
-    def prepare(self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any) -> GraphModule:
+    def prepare(
+        self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any
+    ) -> GraphModule:
         from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
         from qcore.exporting import export
@@ -173,7 +177,7 @@ def _quantizing(constructor: Any) -> bool:
         return False
     try:
         dtype = getattr(constructor(), "dtype", None)
-    except Exception:  # an observer that needs arguments is no integer one of ours
+    except (TypeError, ValueError):  # one that needs arguments is no integer observer
         return False
     return dtype in _INTEGER_DTYPES
 
@@ -199,7 +203,9 @@ class FxFlow:
                     mapping.set_module_name_object_type_order(path, function, index, None)
         return mapping
 
-    def prepare(self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any) -> GraphModule:
+    def prepare(
+        self, model: nn.Module, example_inputs: tuple[Any, ...], config: Any
+    ) -> GraphModule:
         from qcore.fx.flow import prepare
 
         return prepare(model, self.backend, example_inputs, mapping=config)
@@ -217,6 +223,7 @@ class FxFlow:
             if node.op == "call_module" and "activation_post_process" in str(node.target):
                 continue
             path = scopes.get(node.name, ("", None))[0]
+            place: tuple[str, str, Any, str]
             if node.op == "call_module":
                 place = (str(node.target), type(modules[node.target]).__name__,
                          (("module", str(node.target)),), "")  # fmt: skip

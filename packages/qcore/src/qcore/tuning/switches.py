@@ -146,9 +146,7 @@ class Switchboard:
         for node in model.graph.nodes:  # topological: a tail's producer is grouped first
             if node.name in roles.quantizing and node.name not in group:
                 upstream = [
-                    group[i.name]
-                    for i in _inputs(node)
-                    if i.name in group and not is_dequantize(i)
+                    group[i.name] for i in _inputs(node) if i.name in group and not is_dequantize(i)
                 ]
                 if upstream:
                     group[node.name] = upstream[0]

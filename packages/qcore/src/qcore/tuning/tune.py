@@ -126,11 +126,15 @@ def tune(
     better), or, without a metric, the output SQNR to ``target_sqnr_db``
     (:data:`DEFAULT_TARGET_SQNR_DB`). See the module docstring."""
     if metric is None and tolerance is not None:
-        raise TypeError("qcore.tune: tolerance= goes with metric=; without one, use target_sqnr_db=")
+        raise TypeError(
+            "qcore.tune: tolerance= goes with metric=; without one, use target_sqnr_db="
+        )
     if metric is not None and target_sqnr_db is not None:
         raise TypeError("qcore.tune: give metric= and tolerance=, or target_sqnr_db=, not both")
     if not 0.0 <= max_float_fraction <= 1.0:
-        raise ValueError(f"qcore.tune: max_float_fraction must be in [0, 1], got {max_float_fraction}")
+        raise ValueError(
+            f"qcore.tune: max_float_fraction must be in [0, 1], got {max_float_fraction}"
+        )
     session = Session(model, example_inputs, calibration, flow, quantizer_options)
     costs = session.costs()
     score = _scorer(session, metric)
@@ -151,7 +155,9 @@ def tune(
     history = [(0, score(session.board.quantize_all_but(())))]
     while history[-1][1] < target and len(floating) < budget and len(floating) < len(candidates):
         floating.append(candidates[len(floating)])
-        history.append((len(floating), score(session.board.quantize_all_but(op.name for op in floating))))
+        history.append(
+            (len(floating), score(session.board.quantize_all_but(op.name for op in floating)))
+        )
     int8_score = score(session.flow.convert(session.prepared))  # the default, for real
     built, config = session.build(floating)
     reached = score(built)
