@@ -5,7 +5,7 @@ Plugins are discovered from entry-point metadata and imported on first use.
 """
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +17,6 @@ from qcore.api import (
     get_qconfig_mapping,
     get_quantizer,
     list_plugins,
-    sensitivity,
-    tune,
 )
 from qcore.errors import (
     ExportError,
@@ -35,6 +33,9 @@ if TYPE_CHECKING:
     from torch import nn
     from torch.export import ExportedProgram
     from torch.fx import GraphModule
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    from qcore.tuning import OpCost, TuneResult
 
 __all__ = [
     "PLUGIN_API_VERSION",
@@ -93,6 +94,63 @@ def load_exported(path: "str | os.PathLike[str]", **options: Any) -> "ExportedPr
     from qcore.exporting import load_exported as load_exported_
 
     return load_exported_(path, **options)
+
+
+def sensitivity(
+    model: "nn.Module",
+    example_inputs: Any,
+    calibration: Iterable[Any],
+    flow: "str | Quantizer",
+    **quantizer_options: Any,
+) -> "list[OpCost]":
+    """Every op ``flow`` quantizes in ``model``, most harmful first: where it runs, its
+    kind, the output SQNR against float with only it quantized (``alone_db``) and the gain
+    when only it is left in float (``gain_db``). Prepared and calibrated once; one switch
+    per op (see :mod:`qcore.tuning`).
+
+    ``flow``: an FX backend's name (``"onednn"``), a PT2E quantizer's (``"xnnpack"``,
+    ``"x86"``, ``"pt2e:onednn"`` for one derived from a backend) or a quantizer object;
+    ``calibration``: batches of inputs; the SQNRs are measured on ``example_inputs``.
+    """
+    from qcore.tuning import sensitivity as sensitivity_
+
+    return sensitivity_(model, example_inputs, calibration, flow, **quantizer_options)
+
+
+def tune(
+    model: "nn.Module",
+    example_inputs: Any,
+    calibration: Iterable[Any],
+    flow: "str | Quantizer",
+    *,
+    metric: "Callable[[nn.Module], float] | None" = None,
+    tolerance: float | None = None,
+    target_sqnr_db: float | None = None,
+    max_float_fraction: float = 0.1,
+    quantizer_options: dict[str, Any] | None = None,
+) -> "TuneResult":
+    """Quantize ``model`` with ``flow``, leaving the most harmful ops in float, in
+    :func:`sensitivity`'s order, until ``metric(model)`` (higher is better) is within
+    ``tolerance`` of the float model's, or, without a metric, until the output SQNR
+    reaches ``target_sqnr_db``; at most ``max_float_fraction`` of the ops. The result has
+    the converted ``model``, ``float_ops``, ``quantizable_ops``, ``score`` and
+    ``float_score``, the flow's ``configuration`` (a ``QConfigMapping`` or a configured
+    quantizer) and ``report()``; a target it cannot meet sets ``met=False``, says why in
+    ``message`` and warns (:class:`qcore.tuning.TuningWarning`).
+    """
+    from qcore.tuning import tune as tune_
+
+    return tune_(
+        model,
+        example_inputs,
+        calibration,
+        flow,
+        metric=metric,
+        tolerance=tolerance,
+        target_sqnr_db=target_sqnr_db,
+        max_float_fraction=max_float_fraction,
+        quantizer_options=quantizer_options,
+    )
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -124,7 +124,8 @@ def tune(
     """Quantize ``model`` with ``flow``, leaving in float the fewest ops, most harmful
     first, that bring ``metric`` within ``tolerance`` of the float model's (higher is
     better), or, without a metric, the output SQNR to ``target_sqnr_db``
-    (:data:`DEFAULT_TARGET_SQNR_DB`). See the module docstring."""
+    (:data:`DEFAULT_TARGET_SQNR_DB`). ``tolerance`` defaults to 1 % of the float
+    model's score. See the module docstring."""
     if metric is None and tolerance is not None:
         raise TypeError(
             "qcore.tune: tolerance= goes with metric=; without one, use target_sqnr_db="
