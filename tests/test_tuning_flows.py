@@ -12,6 +12,7 @@ fallback survives torch.compile under qcore's lowering with freezing, exactly.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Iterator
 
@@ -111,3 +112,25 @@ def test_x86_float_fallback_survives_compile_with_freezing() -> None:
     linears = sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear))
     # every linear left quantized runs a oneDNN int8 kernel; those left in float do not
     assert len(compiled.kernels) == linears - len(result.float_ops)
+
+
+def test_fx_configuration_leaves_one_function_call_in_float_by_its_position() -> None:
+    model, example, calibration = branches()
+    session = Session(model, example, calibration, "onednn")
+    adds = [op for op in session.ops if op.kind == "add"]
+    converted, mapping = session.build([adds[1]])
+    assert (("", operator.add, 1), None) in mapping.module_name_object_type_order_qconfigs.items()
+    calls = [n.target for n in converted.graph.nodes if n.op == "call_function"]
+    assert calls.count(operator.add) == 1  # the second add, in float
+    assert calls.count(torch.ops.quantized.add) + calls.count(torch.ops.quantized.add_relu) == 2
+
+
+def test_pt2e_configuration_leaves_in_float_exactly_the_ops_chosen() -> None:
+    model, example, calibration = branches()
+    session = Session(model, example, calibration, "xnnpack")
+    by_path = {op.module_path: op for op in session.ops}
+    add = next(op for op in session.ops if op.kind == "add")
+    _, quantizer = session.build([by_path["a"], add])
+    left = qcore.explain_not_quantized(model, quantizer, example)
+    assert sorted(f.node for f in left) == sorted([by_path["a"].name, add.name])
+    assert {f.reason for f in left} == {"excluded by scope or filter"}

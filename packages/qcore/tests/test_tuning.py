@@ -115,3 +115,16 @@ def test_a_target_out_of_reach_is_reported_and_warned() -> None:
     assert len(result.float_ops) == result.max_float_ops == len(result.quantizable_ops) // 10
     assert "budget" in result.message
     assert "NOT met" in result.report()
+
+
+def test_a_quantizer_without_scoping_is_ranked_but_not_tuned_and_says_why() -> None:
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer
+
+    model, example, calibration = branches()
+    upstream = XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
+    costs = qcore.sensitivity(model, example, calibration, upstream)
+    assert costs[0].module_path == "a"
+    with pytest.raises(TypeError, match="annotator registry"):
+        qcore.tune(
+            model, example, calibration, upstream, target_sqnr_db=200.0, max_float_fraction=0.5
+        )
