@@ -177,6 +177,13 @@ def tune(
             else "no op left that the configuration can leave in float"
         )
         message = f"target {target:.4g} NOT met: best {reached:.4g}; {why}"
+        simulated = score(session.board.quantize_all_but(op.name for op in floating))
+        if simulated >= target:
+            message += (
+                f"; the flow's reference (quantize/dequantize) form of the same choice meets "
+                f"it ({simulated:.4g}): the converted model's kernels lose what that form "
+                "does not"
+            )
         if skipped:
             message += f"; {len(skipped)} op(s) cannot be addressed ({skipped[0].unaddressable})"
         warnings.warn(f"qcore.tune ({session.flow.label}): {message}", TuningWarning, stacklevel=2)
