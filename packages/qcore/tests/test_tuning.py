@@ -128,3 +128,24 @@ def test_a_quantizer_without_scoping_is_ranked_but_not_tuned_and_says_why() -> N
         qcore.tune(
             model, example, calibration, upstream, target_sqnr_db=200.0, max_float_fraction=0.5
         )
+
+
+class _NoFloatB(Common):
+    """A quantizer that cannot leave module ``b`` in float (as torch 2.13's FX oneDNN
+    lowering cannot leave a PReLU between quantized ops: benchmarks/README.md)."""
+
+    def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        if self.module_name_config.get("b", "quantized") is None:
+            raise RuntimeError("b cannot run in float here")
+        return super().annotate(model)
+
+
+def test_an_op_the_flow_cannot_build_in_float_is_skipped_and_named() -> None:
+    model, example, calibration = branches()
+    quantizer = _NoFloatB().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    with pytest.warns(TuningWarning, match="could not build in float"):
+        result = qcore.tune(
+            model, example, calibration, quantizer, target_sqnr_db=200.0, max_float_fraction=0.3
+        )
+    assert [op.module_path for op in result.float_ops] == ["a", "c"]
+    assert "could not build in float: linear_1 in b: RuntimeError: b cannot run" in result.message

@@ -160,15 +160,29 @@ def tune(
             (len(floating), score(session.board.quantize_all_but(op.name for op in floating)))
         )
     int8_score = score(session.flow.convert(session.prepared))  # the default, for real
-    built, config = session.build(floating)
-    reached = score(built)
-    while reached < target and len(floating) < budget and len(floating) < len(candidates):
-        floating.append(candidates[len(floating)])
+    queue = candidates[len(floating) :]
+    unbuildable: list[str] = []
+    try:
         built, config = session.build(floating)
+    except Exception:  # noqa: BLE001  # retried op by op below, and the culprit named
+        queue, floating = list(candidates), []
+        built, config = session.build(floating)
+    reached = score(built)
+    while reached < target and len(floating) < budget and queue:
+        op = queue.pop(0)
+        try:
+            attempt = session.build([*floating, op])
+        except Exception as exc:  # noqa: BLE001  # a flow's convert may fail on one op in float
+            unbuildable.append(f"{op.where}: {type(exc).__name__}: {exc}")
+            continue
+        floating.append(op)
+        built, config = attempt
         reached = score(built)
     met = reached >= target
     if met:
         message = f"target met with {len(floating)} op(s) in float"
+        if unbuildable:
+            message += f" (the flow could not build in float: {'; '.join(unbuildable)})"
     else:
         why = (
             f"the budget of {budget} op(s) in float ({max_float_fraction:.0%} of "
@@ -176,6 +190,8 @@ def tune(
             if len(floating) >= budget
             else "no op left that the configuration can leave in float"
         )
+        if unbuildable:
+            why += f"; the flow could not build in float: {'; '.join(unbuildable)}"
         message = f"target {target:.4g} NOT met: best {reached:.4g}; {why}"
         simulated = score(session.board.quantize_all_but(op.name for op in floating))
         if simulated >= target:
