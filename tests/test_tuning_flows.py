@@ -118,7 +118,8 @@ def test_fx_configuration_leaves_one_function_call_in_float_by_its_position() ->
     model, example, calibration = branches()
     session = Session(model, example, calibration, "onednn")
     adds = [op for op in session.ops if op.kind == "add"]
-    converted, mapping = session.build([adds[1]])
+    mapping = session.configure([adds[1]])
+    converted = session.build(mapping)
     assert (("", operator.add, 1), None) in mapping.module_name_object_type_order_qconfigs.items()
     calls = [n.target for n in converted.graph.nodes if n.op == "call_function"]
     assert calls.count(operator.add) == 1  # the second add, in float
@@ -130,7 +131,8 @@ def test_pt2e_configuration_leaves_in_float_exactly_the_ops_chosen() -> None:
     session = Session(model, example, calibration, "xnnpack")
     by_path = {op.module_path: op for op in session.ops}
     add = next(op for op in session.ops if op.kind == "add")
-    _, quantizer = session.build([by_path["a"], add])
+    quantizer = session.configure([by_path["a"], add])
+    session.build(quantizer)
     left = qcore.explain_not_quantized(model, quantizer, example)
     assert sorted(f.node for f in left) == sorted([by_path["a"].name, add.name])
     assert {f.reason for f in left} == {"excluded by scope or filter"}

@@ -117,13 +117,17 @@ class Session:
             costs.append(OpCost(op, alone, gain))
         return sorted(costs, key=_order)
 
-    def build(self, floating: Iterable[QuantizedOp]) -> tuple[GraphModule, Any]:
-        """The deployable model with ``floating`` in float, prepared from the flow's
-        configuration and calibrated on the same batches, and that configuration."""
-        config = self.flow.configuration(self.model, list(floating))
+    def configure(self, floating: Iterable[QuantizedOp]) -> Any:
+        """The flow's configuration with ``floating`` in float; a flow that cannot leave
+        ops in float at all raises here."""
+        return self.flow.configuration(self.model, list(floating))
+
+    def build(self, config: Any) -> GraphModule:
+        """The deployable model ``config`` gives, prepared from a copy of it and
+        calibrated on the same batches."""
         prepared = self.flow.prepare(self.model, self.example_inputs, copy_config(config))
         calibrate(prepared, self.calibration)
-        return self.flow.convert(prepared), config
+        return self.flow.convert(prepared)
 
 
 def copy_config(config: Any) -> Any:

@@ -162,21 +162,24 @@ def tune(
     int8_score = score(session.flow.convert(session.prepared))  # the default, for real
     queue = candidates[len(floating) :]
     unbuildable: list[str] = []
+    config = session.configure(floating)
     try:
-        built, config = session.build(floating)
+        built = session.build(config)
     except Exception:  # noqa: BLE001  # retried op by op below, and the culprit named
         queue, floating = list(candidates), []
-        built, config = session.build(floating)
+        config = session.configure(floating)
+        built = session.build(config)
     reached = score(built)
     while reached < target and len(floating) < budget and queue:
         op = queue.pop(0)
+        attempt = session.configure([*floating, op])
         try:
-            attempt = session.build([*floating, op])
+            built_attempt = session.build(attempt)
         except Exception as exc:  # noqa: BLE001  # a flow's convert may fail on one op in float
             unbuildable.append(f"{op.where}: {type(exc).__name__}: {exc}")
             continue
         floating.append(op)
-        built, config = attempt
+        built, config = built_attempt, attempt
         reached = score(built)
     met = reached >= target
     if met:
