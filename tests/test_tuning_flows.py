@@ -81,7 +81,7 @@ def _brute_force(session: Session) -> list[str]:
     return [name for _, name in sorted(scored, reverse=True)]
 
 
-@pytest.mark.parametrize("flow", ["onednn", "xnnpack", "x86"])
+@pytest.mark.parametrize("flow", ["onednn", "executorch", "xnnpack", "x86", "pt2e:onednn"])
 def test_sensitivity_top_three_equals_brute_force(flow: str) -> None:
     model, example, calibration = branches()
     session = Session(model, example, calibration, flow)

@@ -170,6 +170,7 @@ def tune(
         config = session.configure(floating)
         built = session.build(config)
     reached = score(built)
+    best = (reached, built, config, list(floating))
     while reached < target and len(floating) < budget and queue:
         op = queue.pop(0)
         attempt = session.configure([*floating, op])
@@ -181,7 +182,11 @@ def tune(
         floating.append(op)
         built, config = built_attempt, attempt
         reached = score(built)
+        if reached > best[0]:
+            best = (reached, built, config, list(floating))
     met = reached >= target
+    if not met and best[0] > reached:  # an op more in float made it worse: the best found
+        reached, built, config, floating = best
     if met:
         message = f"target met with {len(floating)} op(s) in float"
         if unbuildable:
