@@ -14,7 +14,7 @@ def _fn(gm: object, config: object, filter_fn: object) -> None:
 
 A = Annotator("a", _fn, description="first")
 B = Annotator("b", _fn, dynamic=True)
-C = Annotator("c", _fn, static=False, qat_only=True)
+C = Annotator("c", _fn, static=False, training_pattern=True)
 
 
 def test_owner_first_then_extensions_in_order() -> None:
@@ -57,13 +57,13 @@ def test_capabilities_select_annotators_by_config_kind() -> None:
     assert C.runs_for(is_dynamic=False, is_qat=True) and not C.runs_for(
         is_dynamic=True, is_qat=True
     )
-    assert C.marks == "qat-only"
+    assert C.marks == "training-pattern"
 
 
 def test_bad_annotators_are_rejected_naming_the_field() -> None:
     with pytest.raises(ValueError, match="name"):
         Annotator("not a name", _fn)
-    with pytest.raises(ValueError, match="static, dynamic, qat_only"):
+    with pytest.raises(ValueError, match="static, dynamic, training_pattern"):
         Annotator("x", _fn, static=False)
     with pytest.raises(TypeError, match="fn must be callable"):
         Annotator("x", "nope")  # type: ignore[arg-type]

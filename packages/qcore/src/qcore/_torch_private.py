@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 # PT2E ---------------------------------------------------------------------------------
 
+#: The ``node.meta`` key PT2E annotations live under. torchao defines it in a module it
+#: does not export (``torchao.quantization.pt2e.quantizer.quantizer``); it is spelled here
+#: so that importing it needs no torchao, and ``tests/test_torch_private.py`` checks it
+#: against torchao's.
+Q_ANNOTATION_KEY = "quantization_annotation"
+
 
 def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, ...]) -> GraphModule:
     """Export ``pattern`` to the aten graph PT2E sees, for subgraph matching (conv-bn).
@@ -26,6 +32,17 @@ def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, .
 
     graph: GraphModule = _get_aten_graph_module_for_pattern(pattern, example_inputs)
     return graph
+
+
+def named_subgraph_matcher(pattern: GraphModule, *, ignore_literals: bool) -> Any:
+    """torch's subgraph matcher whose matches name their nodes (``match.name_node_map``),
+    as the pattern's returned dict names them; torch keeps it in an internal module
+    (``torch.fx.passes.utils.matcher_with_name_node_map_utils``)."""
+    from torch.fx.passes.utils.matcher_with_name_node_map_utils import (
+        SubgraphMatcherWithNameNodeMap,
+    )
+
+    return SubgraphMatcherWithNameNodeMap(pattern, ignore_literals=ignore_literals)
 
 
 def fold_batch_norms(graph: GraphModule) -> None:
