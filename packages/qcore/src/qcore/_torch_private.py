@@ -6,8 +6,9 @@ places that depend on upstream internals stay easy to audit when torch or torcha
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -149,3 +150,23 @@ def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:
 
 
 # end derived PT2E quantizers -----------------------------------------------------------
+
+
+# Compiling (qcore.demo) ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def inductor_freezing() -> Iterator[None]:
+    """Inductor's ``freezing`` on inside the block (weights become constants, which the
+    int8 lowerings need); torch keeps the switch in ``torch._inductor.config``."""
+    import torch._inductor.config as inductor_config
+
+    previous = inductor_config.freezing
+    inductor_config.freezing = True
+    try:
+        yield
+    finally:
+        inductor_config.freezing = previous
+
+
+# end compiling ------------------------------------------------------------------------
