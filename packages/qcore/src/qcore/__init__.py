@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from torch.export import ExportedProgram
     from torch.fx import GraphModule
 
-    # what __getattr__ returns, for type checkers
-    from qcore import distributed, fx, int8, metrics, testing  # noqa: F401
-
 __all__ = [
     "PLUGIN_API_VERSION",
     "ExportError",
