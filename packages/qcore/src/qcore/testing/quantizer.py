@@ -206,7 +206,7 @@ def _quantizer_of(annotators: list[Any], config: Any, owner: Any) -> Any:
 
 class _Together(nn.Module):
     """Several example models side by side, so QAT conversion (whose conv-bn folding
-    costs ~25 s per call whatever the graph) runs once for all QAT-only annotators."""
+    costs ~25 s per call whatever the graph) runs once for all training-pattern annotators."""
 
     def __init__(self, examples: list[Example]) -> None:
         super().__init__()
