@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from qcore.annotation.registry import Annotator, AnnotatorRegistry
@@ -67,3 +70,26 @@ def test_bad_annotators_are_rejected_naming_the_field() -> None:
         Annotator("x", _fn, static=False)
     with pytest.raises(TypeError, match="fn must be callable"):
         Annotator("x", "nope")  # type: ignore[arg-type]
+
+
+def test_importing_annotation_modules_registers_nothing_and_leaves_the_rng_alone() -> None:
+    """In a fresh interpreter: importing every annotation module (what plugins import)
+    defines no namespace and draws nothing from torch's global RNG; the first lookup of
+    "common" defines it from ``COMMON``, after an extension's addition too."""
+    code = (
+        "import torch\n"
+        "torch.manual_seed(0); expected = torch.rand(3)\n"
+        "torch.manual_seed(0)\n"
+        "import qcore.annotation.common, qcore.annotation.common_annotators as c\n"
+        "import qcore.annotation.transforms, qcore.annotation.quantizer\n"
+        "from qcore.annotation.registry import ANNOTATORS, Annotator\n"
+        "assert torch.equal(torch.rand(3), expected), 'an import drew from the global RNG'\n"
+        "assert 'common' not in ANNOTATORS._namespaces, 'an import registered common'\n"
+        "ANNOTATORS.add('common', Annotator('ext', lambda *a: None), source='ext')\n"
+        "names = [a.name for a in ANNOTATORS.annotators('common')]\n"
+        "assert names == [*(a.name for a in c.COMMON), 'ext'], names\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr
