@@ -97,3 +97,8 @@ def test_many_ties_are_grouped() -> None:
     for variant in variants:
         moved |= variant != eager
     assert bool(moved.all())
+
+
+def test_a_module_without_a_graph_is_named() -> None:
+    with pytest.raises(TypeError, match="got Linear, not a torch.fx.GraphModule"):
+        tie_variants(torch.nn.Linear(2, 2), (torch.ones(2),))  # type: ignore[arg-type]
