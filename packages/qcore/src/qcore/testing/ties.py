@@ -64,7 +64,7 @@ def _interpreter(model: GraphModule, flips: set[_Tie] | None, found: list[_Tie])
             found.extend((node.name, int(i)) for i in near.nonzero().flatten().tolist())
             mine = [i for name, i in (flips or ()) if name == node.name]
             if mine:
-                out = out.clone()
+                out = out.contiguous().clone()  # a transposed input's codes are strided
                 flat, low = out.view(-1), floor.flatten()
                 for i in mine:
                     code = int(flat[i]) - int(zero_point)
