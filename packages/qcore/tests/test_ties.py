@@ -118,5 +118,5 @@ def test_a_strided_requantize_is_flipped_in_its_logical_order() -> None:
 
 
 def test_a_module_without_a_graph_is_named() -> None:
-    with pytest.raises(TypeError, match="got Linear, not a torch.fx.GraphModule"):
+    with pytest.raises(TypeError, match=r"got Linear, not a torch\.fx\.GraphModule"):
         tie_variants(torch.nn.Linear(2, 2), (torch.ones(2),))  # type: ignore[arg-type]
