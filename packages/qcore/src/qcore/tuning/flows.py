@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.fx import GraphModule, Node
 
+from qcore._torch_private import Q_ANNOTATION_KEY
 from qcore.tuning.switches import QuantizedOp, Roles
 
 if TYPE_CHECKING:
@@ -140,8 +141,6 @@ class Pt2eFlow:
         return prepared
 
     def roles(self, prepared: GraphModule) -> Roles:
-        from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
-
         roles = Roles()
         for node in prepared.graph.nodes:
             annotation = node.meta.get(Q_ANNOTATION_KEY)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from qcore.tables import render_table
+from qcore.cli.tables import render_table
 from qcore.tuning.sensitivity import OpCost, Session, output_sqnr
 from qcore.tuning.switches import QuantizedOp
 
