@@ -11,11 +11,16 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     # ``node.meta``'s key for a PT2E annotation, from a private torchao module
+    from torchao.quantization.pt2e.graph_utils import get_source_partitions as get_source_partitions  # noqa: PLC0414
     from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY as Q_ANNOTATION_KEY  # noqa: PLC0414
 
 #: Names imported on first use (module ``__getattr__`` below), so that importing this
 #: module for the lowering loads no torchao.
-_LAZY_PT2E_NAMES = {"Q_ANNOTATION_KEY": "torchao.quantization.pt2e.quantizer.quantizer"}
+_LAZY_PT2E_NAMES = {
+    "Q_ANNOTATION_KEY": "torchao.quantization.pt2e.quantizer.quantizer",
+    # which module or function call each node comes from (not in torchao's public API)
+    "get_source_partitions": "torchao.quantization.pt2e.graph_utils",
+}
 
 
 def is_fake_tensor(value: object) -> bool:
