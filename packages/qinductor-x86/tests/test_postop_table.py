@@ -59,8 +59,9 @@ def test_without_the_row_neither_side_fuses_it(
     without = row_probes[row, "without"]
     assert not without["annotated"]
     # the kernel's float output runs into the post-op, which the lowering would fuse
+    # (torch's own copy of the passes, registered in the probe, may still fuse it into a
+    # float-output kernel: the generated code is not this lowering's alone)
     assert not _fused(without, row), without["lowered"]
-    assert _post_op_in_kernels(without, row) == [], without["kernel_lines"]
 
 
 @pytest.mark.parametrize("row", ROWS)
