@@ -180,10 +180,6 @@ class Kernel:
     kind: str
     lower_counter: Family
 
-    @property
-    def binary(self) -> bool:
-        return self.args in {QConvBinary, QLinearBinary}
-
 
 _CONV = Kernel(QConv, "conv", Family.QCONV_UNARY_LOWER)
 _CONV_BINARY = Kernel(QConvBinary, "conv", Family.QCONV_BINARY_LOWER)
