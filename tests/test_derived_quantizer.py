@@ -365,7 +365,7 @@ def test_what_cannot_be_derived_is_reported_and_stays_float() -> None:
     from torch.ao.quantization import get_default_qconfig_mapping
 
     from qcore.derived.quantizer import derived_quantizer
-    from qcore.pattern_text import pattern_text
+    from qcore.patterns.text import pattern_text
 
     quantizer = derived_quantizer(
         "custom-test", "tests", _custom_backend,

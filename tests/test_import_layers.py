@@ -166,3 +166,108 @@ def test_no_plugin_imports_a_private_name_from_qcore() -> None:
             if name.startswith("qcore.") and last.startswith("_") and last != "__version__":
                 problems.append(f"{module}:{line} imports {name}")
     assert not problems, "\n".join(problems)
+
+
+#: qcore's own layers, top to bottom, as CONTRIBUTING.md's Layers diagram draws them: a
+#: module may import its own layer or one below it, never one above. A module belongs to
+#: the longest entry that is its name or a package holding it (``qcore`` itself stands for
+#: its ``__init__`` only); a new top-level module or package goes into the diagram and here.
+QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "the public layer",
+        frozenset(
+            {
+                "qcore",
+                "qcore.__main__",
+                "qcore.api",
+                "qcore.host",
+                "qcore.exporting",
+                "qcore.distributed",
+                "qcore.fx",
+                "qcore.cli",
+                "qcore.demo",
+                "qcore.testing",
+                "_qcore_torch.launcher",
+            }
+        ),
+    ),
+    (
+        "the building blocks",
+        frozenset(
+            {
+                "qcore.derived",
+                "qcore.patterns",
+                "qcore.annotation",
+                "qcore.plugins",
+                "qcore.plugin_api",
+                "qcore.extras",
+            }
+        ),
+    ),
+    (
+        "the foundations",
+        frozenset(
+            {
+                "qcore.int8",
+                "qcore.dtypes",
+                "qcore.engine",
+                "qcore.errors",
+                "qcore.metrics",
+                "qcore._torch_private",
+                "qcore._version",
+                "_qcore_torch",
+                "_qcore_torch.identity",
+            }
+        ),
+    ),
+)
+#: The most ``.py`` files directly in ``qcore/``: past it, a reader can no longer see the
+#: layout at a glance; group modules into a package by what they are for.
+MAX_TOP_LEVEL_MODULES = 15
+
+
+def qcore_layer(module: str) -> int | None:
+    """The index in :data:`QCORE_LAYERS` of ``module``'s layer, or None if unassigned."""
+    best: tuple[int, int] | None = None  # (length of the matching entry, layer)
+    for layer, (_, entries) in enumerate(QCORE_LAYERS):
+        for entry in entries:
+            holds = entry != CORE and module.startswith(entry + ".")
+            if (module == entry or holds) and (
+                best is None or len(entry) > best[0]
+            ):
+                best = (len(entry), layer)
+    return None if best is None else best[1]
+
+
+def test_every_qcore_module_has_a_layer() -> None:
+    unassigned = sorted(
+        m for m in modules() if _distribution(m) == CORE and qcore_layer(m) is None
+    )
+    assert not unassigned, f"add these to QCORE_LAYERS and CONTRIBUTING.md: {unassigned}"
+
+
+def test_qcore_imports_flow_down_its_layers() -> None:
+    """Public layer -> building blocks -> foundations, never back up."""
+    problems = []
+    for module, targets in edges().items():
+        mine = qcore_layer(module)
+        for target, line in targets.items():
+            theirs = qcore_layer(target)
+            if mine is not None and theirs is not None and theirs < mine:
+                problems.append(
+                    f"{module}:{line} ({QCORE_LAYERS[mine][0]}) imports {target} "
+                    f"({QCORE_LAYERS[theirs][0]})"
+                )
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    assert qcore_layer("qcore.int8.host") == 2
+    assert qcore_layer("qcore.annotation.claims") == 1
+    assert qcore_layer("qcore.cli.tables") == 0
+    assert qcore_layer("qcore.hypothetical") is None
+
+
+def test_qcore_has_at_most_fifteen_top_level_modules() -> None:
+    top = sorted(p.name for p in (ROOT / "packages/qcore/src/qcore").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in qcore/: {top}"

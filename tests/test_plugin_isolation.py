@@ -15,11 +15,14 @@ from qcore.testing.fresh import run_fresh
 
 
 def test_missing_module_leaves_first_party_plugins_working(fake_dist: FakeDist) -> None:
+    from qbackend_executorch.config import beyond_torch as executorch_beyond_torch
+    from qbackend_onednn.config import beyond_torch as onednn_beyond_torch
+
     fake_dist("qbackend-broken", {"qcore.backends": {"broken": "qbroken_int.plugin:PLUGIN"}})
     with pytest.raises(PluginError, match=r"distribution qbackend-broken 1\.0.*qbroken_int"):
         qcore.get_backend_config("broken")
-    assert len(qcore.get_backend_config("onednn").configs) >= 221
-    assert len(qcore.get_backend_config("executorch").configs) == 84
+    assert len(qcore.get_backend_config("onednn").configs) >= 221 + len(onednn_beyond_torch())
+    assert len(qcore.get_backend_config("executorch").configs) == 84 + len(executorch_beyond_torch())
     _assert_quantizes_a_linear(qcore.get_quantizer("xnnpack"))
     status = {(p.name, p.distribution): p.status for p in qcore.list_plugins()}
     assert status[("broken", "qbackend-broken")] == "error"
@@ -45,11 +48,13 @@ def test_a_second_distribution_claiming_onednn_names_both(fake_dist: FakeDist) -
         {"qcore.backends": {"onednn": "qimpostor.plugin:PLUGIN"}},
         {"qimpostor.plugin": "raise RuntimeError('must never be imported')"},
     )
+    from qbackend_executorch.config import beyond_torch as executorch_beyond_torch
+
     with pytest.raises(PluginConflictError) as info:
         qcore.get_backend_config("onednn")
     assert "qbackend-onednn" in str(info.value)
     assert "qbackend-impostor" in str(info.value)
-    assert len(qcore.get_backend_config("executorch").configs) == 84
+    assert len(qcore.get_backend_config("executorch").configs) == 84 + len(executorch_beyond_torch())
 
 
 def test_backend_lookup_imports_only_that_plugin() -> None:

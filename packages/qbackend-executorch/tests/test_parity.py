@@ -5,6 +5,7 @@ qcore's conformance kit with every pattern exercised (the kit converts with
 from __future__ import annotations
 
 import qcore
+from qbackend_executorch.config import beyond_torch
 from qcore.testing import reference as kit
 from qcore.testing.fakes import fake_distributions, one_plugin
 from qcore.testing.fusion import fusion_failures
@@ -17,7 +18,7 @@ def test_executorch_is_conformant_and_every_pattern_runs() -> None:
 
 
 def test_identical_to_torch_executorch_config() -> None:
-    kit.assert_equals_reference("executorch", TORCHS, patterns=84)
+    kit.assert_equals_reference("executorch", TORCHS, patterns=84, beyond=beyond_torch())
 
 
 def test_no_fusion_needs_an_upstream_fuser_bug_exemption() -> None:
@@ -58,5 +59,5 @@ def test_an_extension_only_adds_its_patterns() -> None:
             group="qcore.backend_extensions",
         )  # fmt: skip
         after = kit.assert_extensions_only_add_patterns("executorch", TORCHS)
-        kit.assert_equals_reference("executorch", TORCHS, patterns=84)
+        kit.assert_equals_reference("executorch", TORCHS, patterns=84, beyond=beyond_torch())
     assert sorted(after) == sorted([*before, "nn.Mish: extra (not in reference)"])

@@ -23,6 +23,7 @@ from torch import nn
 from torch.ao.quantization import get_default_qconfig_mapping
 
 import qcore
+from qbackend_onednn.config import beyond_torch
 from qcore.engine import quantized_engine
 from qcore.patterns import UnfusablePattern, pattern_key
 from qcore.testing import flow
@@ -44,13 +45,20 @@ def test_onednn_is_conformant_and_every_pattern_runs() -> None:
 
 def test_identical_to_torch_onednn_config() -> None:
     ours = kit.assert_equals_reference(
-        "onednn", TORCHS, patterns=221, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
+        "onednn",
+        TORCHS,
+        patterns=221,
+        upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS,
+        beyond=beyond_torch(),
     )
     # without the exemption, the fuser of a listed pattern is the only difference
-    assert compare_backend_configs(ours, TORCHS) == [
-        "(torch.tanh, nn.Linear): fuser_method(is_qat=False): ours gives LinearTanh "
-        "['Linear', 'Tanh'], reference raises AssertionError"
-    ]
+    assert sorted(compare_backend_configs(ours, TORCHS)) == sorted(
+        [
+            "(torch.tanh, nn.Linear): fuser_method(is_qat=False): ours gives LinearTanh "
+            "['Linear', 'Tanh'], reference raises AssertionError",
+            *kit.added_lines(beyond_torch()),
+        ]
+    )
 
 
 def test_known_upstream_fuser_bugs_are_exactly_torchs_crashing_fusions() -> None:
@@ -150,6 +158,10 @@ def test_an_extension_only_adds_its_patterns() -> None:
             "onednn", TORCHS, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
         )
         kit.assert_equals_reference(
-            "onednn", TORCHS, patterns=221, upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS
+            "onednn",
+            TORCHS,
+            patterns=221,
+            upstream_fuser_bugs=KNOWN_UPSTREAM_FUSER_BUGS,
+            beyond=beyond_torch(),
         )
     assert sorted(after) == sorted([*before, "nn.Mish: extra (not in reference)"])

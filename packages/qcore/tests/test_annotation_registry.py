@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from qcore.annotation.registry import Annotator, AnnotatorRegistry
@@ -14,7 +17,7 @@ def _fn(gm: object, config: object, filter_fn: object) -> None:
 
 A = Annotator("a", _fn, description="first")
 B = Annotator("b", _fn, dynamic=True)
-C = Annotator("c", _fn, static=False, qat_only=True)
+C = Annotator("c", _fn, static=False, training_pattern=True)
 
 
 def test_owner_first_then_extensions_in_order() -> None:
@@ -57,13 +60,36 @@ def test_capabilities_select_annotators_by_config_kind() -> None:
     assert C.runs_for(is_dynamic=False, is_qat=True) and not C.runs_for(
         is_dynamic=True, is_qat=True
     )
-    assert C.marks == "qat-only"
+    assert C.marks == "training-pattern"
 
 
 def test_bad_annotators_are_rejected_naming_the_field() -> None:
     with pytest.raises(ValueError, match="name"):
         Annotator("not a name", _fn)
-    with pytest.raises(ValueError, match="static, dynamic, qat_only"):
+    with pytest.raises(ValueError, match="static, dynamic, training_pattern"):
         Annotator("x", _fn, static=False)
     with pytest.raises(TypeError, match="fn must be callable"):
         Annotator("x", "nope")  # type: ignore[arg-type]
+
+
+def test_importing_annotation_modules_registers_nothing_and_leaves_the_rng_alone() -> None:
+    """In a fresh interpreter: importing every annotation module (what plugins import)
+    defines no namespace and draws nothing from torch's global RNG; the first lookup of
+    "common" defines it from ``COMMON``, after an extension's addition too."""
+    code = (
+        "import torch\n"
+        "torch.manual_seed(0); expected = torch.rand(3)\n"
+        "torch.manual_seed(0)\n"
+        "import qcore.annotation.common, qcore.annotation.common_annotators as c\n"
+        "import qcore.annotation.transforms, qcore.annotation.quantizer\n"
+        "from qcore.annotation.registry import ANNOTATORS, Annotator\n"
+        "assert torch.equal(torch.rand(3), expected), 'an import drew from the global RNG'\n"
+        "assert 'common' not in ANNOTATORS._namespaces, 'an import registered common'\n"
+        "ANNOTATORS.add('common', Annotator('ext', lambda *a: None), source='ext')\n"
+        "names = [a.name for a in ANNOTATORS.annotators('common')]\n"
+        "assert names == [*(a.name for a in c.COMMON), 'ext'], names\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr

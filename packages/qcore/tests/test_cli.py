@@ -282,7 +282,7 @@ def test_list_fits_80_columns_with_reasons_as_notes(
 def test_an_unexpected_error_is_one_line_and_a_hint(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qcore import describe
+    from qcore.cli import describe
 
     def broken(name: str) -> str:
         try:
@@ -497,7 +497,7 @@ def test_demo_refuses_a_path_it_could_not_write_before_any_work(
 
 
 def test_demo_accepts_every_path_it_can_write(tmp_path: Path) -> None:
-    from qcore.cli_paths import PLOT_SUFFIXES, check_output_path
+    from qcore.cli.paths import PLOT_SUFFIXES, check_output_path
 
     existing = tmp_path / "old.json"
     existing.write_text("{}")

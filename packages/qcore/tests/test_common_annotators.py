@@ -1,4 +1,4 @@
-"""qcore.annotation.common: the common annotators, node by node.
+"""qcore.annotation.common_annotators: the common annotators, node by node.
 
 Where upstream annotates the same way, the reference is torchao 0.18's own XNNPACK
 quantizer (``torchao.testing.pt2e._xnnpack_quantizer``: its annotators, its
@@ -30,13 +30,10 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
     get_symmetric_quantization_config,
 )
 
-from qcore.annotation.common import (
-    addmm_to_linear,
-    computing,
-    propagate_shared_qparams,
-    scalars_to_attrs,
-)
+from qcore.annotation.claims import computing
+from qcore.annotation.common_annotators import propagate_shared_qparams
 from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.annotation.transforms import addmm_to_linear, scalars_to_attrs
 from qcore.testing.pt2e import (
     annotate,
     differences,
@@ -427,8 +424,12 @@ def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
     assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
     # what listings (``qcore show``) print for each: the QAT conv-bn ones are not static
     marks = {a.name: a.marks for a in quantizer.annotators()}
-    assert {n for n, m in marks.items() if m == "qat-only"} == set(static[:4])
-    assert {n for n, m in marks.items() if m == "static dynamic"} == {"linear", "conv", "conv_transpose"}
+    assert {n for n, m in marks.items() if m == "training-pattern"} == set(static[:4])
+    assert {n for n, m in marks.items() if m == "static dynamic"} == {
+        "linear",
+        "conv",
+        "conv_transpose",
+    }
     assert marks["gru_io_only"] == "static opt-in"
     assert set(marks) == {*static, "gru_io_only"}
 
@@ -448,7 +449,9 @@ def test_computing_is_what_one_output_depends_on_among_the_nodes() -> None:
     assert computing(b2, [a2, b2]) == {a2, b2}  # nothing outside the nodes given
 
 
-def _annotate_relu_output(gm: GraphModule, config: QuantizationConfig | None, filter_fn: Any) -> list[Any]:
+def _annotate_relu_output(
+    gm: GraphModule, config: QuantizationConfig | None, filter_fn: Any
+) -> list[Any]:
     """An extension's annotator: every relu's output observed."""
     for node in gm.graph.nodes:
         if node.target == aten.relu.default and filter_fn(node):
@@ -471,5 +474,7 @@ def test_extension_annotators_run_only_when_enabled() -> None:
 
     model, example = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval(), (torch.randn(2, 4),)
     plain = quantizing(annotate(Owned().set_global(_config()), exported(model, example)))
-    extended = quantizing(annotate(Owned().use_extensions().set_global(_config()), exported(model, example)))
+    extended = quantizing(
+        annotate(Owned().use_extensions().set_global(_config()), exported(model, example))
+    )
     assert set(plain) == {"linear"} and set(extended) == {"linear", "relu"}

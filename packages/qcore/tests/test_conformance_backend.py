@@ -533,7 +533,7 @@ def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
 
 
 def _onednn_pattern(text: str) -> BackendPatternConfig:
-    from qcore.pattern_text import pattern_text
+    from qcore.patterns.text import pattern_text
 
     return next(c for c in get_onednn_backend_config().configs if pattern_text(c) == text)
 

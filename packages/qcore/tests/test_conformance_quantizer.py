@@ -18,7 +18,7 @@ SOURCE = """
 import torch
 from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
-from qcore.annotation.common import is_op, set_annotation
+from qcore.annotation.claims import is_op, set_annotation
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.registry import ANNOTATORS, Annotator
 from qcore.plugin_api import QuantizerPlugin

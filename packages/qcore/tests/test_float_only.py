@@ -14,17 +14,17 @@ from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserve
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
-from qcore.annotation.common import (
+from qcore.annotation.claims import set_annotation
+from qcore.annotation.common_annotators import annotate_linear
+from qcore.annotation.observable import (
     additive_mask_value,
-    annotate_linear,
     is_float_tensor,
     non_float_quantized,
     non_quantizable_reason,
-    scalars_to_attrs,
-    set_annotation,
 )
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.annotation.transforms import scalars_to_attrs
 from qcore.metrics import sqnr
 from qcore.testing.pt2e import exported
 
@@ -258,12 +258,18 @@ class ViewedMask(nn.Module):
 
 
 @pytest.mark.parametrize(("views", "found"), [(0, True), (7, True), (8, False)])
-def test_a_mask_is_found_through_value_preserving_ops_up_to_a_bound(views: int, found: bool) -> None:
+def test_a_mask_is_found_through_value_preserving_ops_up_to_a_bound(
+    views: int, found: bool
+) -> None:
     """The walk back from an add's input to the huge constant crosses up to seven views
     (eight ops in all), so that a long chain costs nothing."""
     gm = exported(ViewedMask(views), (torch.randn(2, 6), torch.ones(2, 6).long()))
     add = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.add.Tensor)
-    chain = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim)]
+    chain = [
+        n
+        for n in gm.graph.nodes
+        if n.target in (torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim)
+    ]
     assert len(chain) == views
     assert additive_mask_value(add.args[1], gm) == (MIN if found else None)
 
@@ -322,11 +328,11 @@ def _mask_of(model: nn.Module, *example: Tensor) -> tuple[GraphModule, Any]:
 def test_masks_are_found_through_fills_and_evaluated_when_constant(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from qcore.annotation import common
+    from qcore.annotation import observable
 
     gm, mask = _mask_of(NestedFillMask(), torch.randn(2, 6), torch.ones(2, 6).long())
     evaluated: list[Any] = []
-    monkeypatch.setattr(common, "_evaluate_constant", lambda *a: evaluated.append(a))
+    monkeypatch.setattr(observable, "_evaluate_constant", lambda *a: evaluated.append(a))
     assert additive_mask_value(mask, gm) == MIN
     assert evaluated == []  # it reads a graph input: never run outside the graph
     monkeypatch.undo()

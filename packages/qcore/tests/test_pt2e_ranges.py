@@ -317,7 +317,7 @@ def test_histogram_statistics_bound_the_rounding_noise_bin_by_bin(data: str) -> 
     straddle a rounding boundary (2048 bins, 255 steps): within 5 % above."""
     from torchao.quantization.pt2e import HistogramObserver
 
-    from qcore.int8.pt2e_ranges import _input_statistics
+    from qcore.int8.pt2e_plan import input_statistics
 
     gen = torch.Generator().manual_seed(21)
     x = {
@@ -327,9 +327,9 @@ def test_histogram_statistics_bound_the_rounding_noise_bin_by_bin(data: str) -> 
         "relu": torch.randn(100_000, generator=gen).relu(),
     }[data]
     observer, scale, zero_point = _calibrated(HistogramObserver(dtype=torch.uint8, quant_min=0, quant_max=255), x)
-    stats = _input_statistics(observer)
+    stats = input_statistics(observer)
     assert stats is not None
-    (mean, mean_square), noise = stats
+    mean, mean_square, noise = stats.mean, stats.mean_square, stats.rounding
     lo, hi = float(observer.min_val), float(observer.max_val)
     counts = observer.histogram.double()
     width, share = (hi - lo) / counts.numel(), counts / counts.sum()
@@ -350,13 +350,13 @@ def test_min_max_statistics_treat_the_range_as_uniform() -> None:
     uniform inputs, where that is what they are."""
     from torchao.quantization.pt2e import MinMaxObserver
 
-    from qcore.int8.pt2e_ranges import _input_statistics
+    from qcore.int8.pt2e_plan import input_statistics
 
     x = torch.rand(200_000, generator=torch.Generator().manual_seed(22), dtype=torch.float64) * 2 + 1
     observer, scale, zero_point = _calibrated(MinMaxObserver(dtype=torch.uint8, quant_min=0, quant_max=255), x.float())
-    stats = _input_statistics(observer)
+    stats = input_statistics(observer)
     assert stats is not None
-    (mean, mean_square), noise = stats
+    mean, mean_square, noise = stats.mean, stats.mean_square, stats.rounding
     rounded = (torch.clamp(torch.round(x / scale) + zero_point, 0, 255) - zero_point) * scale
     assert mean == pytest.approx(float(x.mean()), rel=1e-2)
     assert mean_square == pytest.approx(float((x**2).mean()), rel=1e-2)

@@ -97,3 +97,26 @@ def test_many_ties_are_grouped() -> None:
     for variant in variants:
         moved |= variant != eager
     assert bool(moved.all())
+
+
+def _pool_then_transpose(x: torch.Tensor) -> torch.Tensor:
+    ops = torch.ops.quantized_decomposed
+    q = ops.quantize_per_tensor.default(x, SCALE, 0, 0, 255, torch.uint8)
+    d = ops.dequantize_per_tensor.default(q, SCALE, 0, 0, 255, torch.uint8)
+    pooled = torch.nn.functional.avg_pool1d(d, 2).t()  # strided, as attention's views are
+    q2 = ops.quantize_per_tensor.default(pooled, SCALE, 0, 0, 255, torch.uint8)
+    return ops.dequantize_per_tensor.default(q2, SCALE, 0, 0, 255, torch.uint8)
+
+
+def test_a_strided_requantize_is_flipped_in_its_logical_order() -> None:
+    model = fx.symbolic_trace(_pool_then_transpose)
+    # rows pool to (10.5, 11) and (11, 10.5): ties at [0][0] and [1][1], in logical order
+    x = _input([10, 11, 10, 12, 10, 12, 10, 11]).reshape(2, 4)
+    eager = model(x)
+    moved = [((v - eager) / SCALE).round().int().tolist() for v in tie_variants(model, (x,))]
+    assert moved == [[[1, 0], [0, 0]], [[0, 0], [0, 1]]], moved
+
+
+def test_a_module_without_a_graph_is_named() -> None:
+    with pytest.raises(TypeError, match=r"got Linear, not a torch\.fx\.GraphModule"):
+        tie_variants(torch.nn.Linear(2, 2), (torch.ones(2),))  # type: ignore[arg-type]

@@ -122,7 +122,7 @@ def test_every_chart_format_the_command_accepts_is_one_matplotlib_writes(tmp_pat
     lets through must be one that ``savefig`` writes here."""
     from matplotlib.figure import Figure
 
-    from qcore.cli_paths import PLOT_SUFFIXES
+    from qcore.cli.paths import PLOT_SUFFIXES
 
     for suffix in PLOT_SUFFIXES:
         figure = Figure(figsize=(1, 1))

@@ -380,7 +380,8 @@ def lower(
     for the int8 ``target`` if given."""
     with torch.no_grad():
         eager = converted(*inputs)
-    variants = tie_variants(converted, inputs)
+    # a hand-written module has no requantize graph to read: its ties cannot be excused
+    variants = tie_variants(converted, inputs) if isinstance(converted, torch.fx.GraphModule) else []
     lowering = qcore.get_lowering("x86") if lowered else None
     with (
         fresh_compile(),

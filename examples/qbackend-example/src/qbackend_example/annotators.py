@@ -15,7 +15,7 @@ from torchao.quantization.pt2e.quantizer import (
     get_output_act_qspec,
 )
 
-from qcore.annotation.common import is_annotated, is_op, passes, set_annotation
+from qcore.annotation.claims import is_annotated, is_op, passes, set_annotation
 from qcore.annotation.registry import Annotator
 
 SILU = frozenset({torch.ops.aten.silu.default, torch.ops.aten.silu_.default})

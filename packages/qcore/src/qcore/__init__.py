@@ -5,10 +5,12 @@ Plugins are discovered from entry-point metadata and imported on first use.
 """
 
 import importlib
+import warnings
 from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from qcore import host
 from qcore._version import __version__
 from qcore.api import (
     explain_not_quantized,
@@ -48,20 +50,24 @@ __all__ = [
     "get_lowering",
     "get_qconfig_mapping",
     "get_quantizer",
+    "host",
     "list_plugins",
     "load_exported",
 ]
 
 #: Submodules reachable as attributes without an explicit import (``qcore.fx.prepare``,
-#: ``qcore.host.target()``), by the module each name stands for; each imports torch or
-#: reads the CPU, so none is imported until used.
+#: ``qcore.metrics.sqnr``), by the module each name stands for; each imports torch, so
+#: none is imported until used. ``qcore.host`` is imported above: it is cheap.
 _LAZY_SUBMODULES = {
     "distributed": "qcore.distributed",
     "fx": "qcore.fx",
     "metrics": "qcore.metrics",
     "testing": "qcore.testing",
     "int8": "qcore.int8",
-    "host": "qcore.int8.host",
+}
+#: Attributes that once stood for a module under another name, by the module they stand
+#: for now; each still resolves, with a DeprecationWarning naming the new spelling.
+_RETIRED_ALIASES = {
     "saturation": "qcore.int8.saturation",
     "weight_ranges": "qcore.int8.weight_ranges",
 }
@@ -93,4 +99,15 @@ def load_exported(path: "str | os.PathLike[str]", **options: Any) -> "ExportedPr
 def __getattr__(name: str) -> ModuleType:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(_LAZY_SUBMODULES[name])
+    if name in _RETIRED_ALIASES:
+        warnings.warn(
+            f"qcore.{name} is retired; import {_RETIRED_ALIASES[name]} instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(_RETIRED_ALIASES[name])
     raise AttributeError(f"module 'qcore' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_SUBMODULES})

@@ -6,8 +6,9 @@ places that depend on upstream internals stay easy to audit when torch or torcha
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,6 +16,12 @@ if TYPE_CHECKING:
     from torch.fx import GraphModule
 
 # PT2E ---------------------------------------------------------------------------------
+
+#: The ``node.meta`` key PT2E annotations live under. torchao defines it in a module it
+#: does not export (``torchao.quantization.pt2e.quantizer.quantizer``); it is spelled here
+#: so that importing it needs no torchao, and ``tests/test_torch_private.py`` checks it
+#: against torchao's.
+Q_ANNOTATION_KEY = "quantization_annotation"
 
 
 def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, ...]) -> GraphModule:
@@ -26,6 +33,17 @@ def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, .
 
     graph: GraphModule = _get_aten_graph_module_for_pattern(pattern, example_inputs)
     return graph
+
+
+def named_subgraph_matcher(pattern: GraphModule, *, ignore_literals: bool) -> Any:
+    """torch's subgraph matcher whose matches name their nodes (``match.name_node_map``),
+    as the pattern's returned dict names them; torch keeps it in an internal module
+    (``torch.fx.passes.utils.matcher_with_name_node_map_utils``)."""
+    from torch.fx.passes.utils.matcher_with_name_node_map_utils import (
+        SubgraphMatcherWithNameNodeMap,
+    )
+
+    return SubgraphMatcherWithNameNodeMap(pattern, ignore_literals=ignore_literals)
 
 
 def fold_batch_norms(graph: GraphModule) -> None:
@@ -132,3 +150,23 @@ def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:
 
 
 # end derived PT2E quantizers -----------------------------------------------------------
+
+
+# Compiling (qcore.demo) ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def inductor_freezing() -> Iterator[None]:
+    """Inductor's ``freezing`` on inside the block (weights become constants, which the
+    int8 lowerings need); torch keeps the switch in ``torch._inductor.config``."""
+    import torch._inductor.config as inductor_config
+
+    previous = inductor_config.freezing
+    inductor_config.freezing = True
+    try:
+        yield
+    finally:
+        inductor_config.freezing = previous
+
+
+# end compiling ------------------------------------------------------------------------

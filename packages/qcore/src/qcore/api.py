@@ -13,7 +13,6 @@ from qcore.annotation.registry import ANNOTATORS
 from qcore.derived.names import derived_names, is_disabled
 from qcore.errors import PluginConflictError, PluginError
 from qcore.extras import require_pt2e
-from qcore.pattern_text import pattern_text
 from qcore.plugin_api import FactoryRef, Lowering, resolve
 from qcore.plugins import DISABLE_ENV, REGISTRY, PluginInfo
 
@@ -215,6 +214,7 @@ def _derived_quantizer(name: str, **options: Any) -> Quantizer:
     REGISTRY.load("backend", name)  # a broken or disabled backend raises, naming itself
     require_pt2e(f"qcore.get_quantizer({name!r})")
     from qcore.derived.quantizer import derived_quantizer  # imports torchao
+    from qcore.patterns.text import pattern_text  # qcore.patterns imports torch
 
     return derived_quantizer(
         name,

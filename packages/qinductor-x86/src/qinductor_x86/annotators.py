@@ -248,7 +248,7 @@ def _layer(  # noqa: PLR0917 (one row of the table below)
         fusion_annotator(*fusions),
         static=not qat,
         dynamic=True,
-        qat_only=qat,
+        training_pattern=qat,
         description=description,
         ops=ops,
         why_not=why_not,

@@ -1,13 +1,21 @@
-"""The ``"xnnpack"`` annotator namespace: the common annotators in XNNPACK's order, with
-XNNPACK's conv limits, registered when this module is imported."""
+"""The ``"xnnpack"`` annotator namespace: :data:`XNNPACK_ANNOTATORS`, one row per
+annotator in the order the quantizer runs them, registered when this module is imported.
+
+Most rows are qcore's common annotators as they are (the same objects, so a fix to one
+reaches every quantizer that lists it); the conv rows add XNNPACK's limits. To add an
+annotator, add its row: a common one by name, or your own ``Annotator(...)``.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from torch.fx import Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
-from qcore.annotation.common import COMMON, conv_annotators, conv_transpose_groups
-from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.annotation import common_annotators as common
+from qcore.annotation.common_annotators import conv_annotators, conv_transpose_groups
+from qcore.annotation.registry import ANNOTATORS, AnnotateFn, Annotator
 from qquantizer_xnnpack._version import __version__
 
 
@@ -29,29 +37,34 @@ def conv_limit(conv: Node, config: QuantizationConfig | None, transpose: bool) -
 
 
 _conv, _conv_transpose, _conv_relu, _conv_transpose_relu = conv_annotators(conv_limit)
-_XNNPACK_CONV = {
-    "conv": _conv,
-    "conv_transpose": _conv_transpose,
-    "conv_relu": _conv_relu,
-    "conv_transpose_relu": _conv_transpose_relu,
-}
-# max_pool2d and gru_io_only are opt-in: ExecuTorch 1.5.1 leaves max_pool2d to qparam
-# propagation and does not run the GRU annotator.
-_OPT_IN = {"max_pool2d", "gru_io_only"}
 
 
-def _xnnpack(a: Annotator) -> Annotator:
-    from dataclasses import replace
-
-    if a.name in _XNNPACK_CONV:
-        transpose = "transpose" in a.name
-        return replace(
-            a, fn=_XNNPACK_CONV[a.name], why_not=lambda n, c: conv_limit(n, c, transpose)
-        )
-    if a.name in _OPT_IN:
-        return replace(a, opt_in=True)
-    return a
+def _limited(annotator: Annotator, fn: AnnotateFn, *, transpose: bool) -> Annotator:
+    """A common conv annotator running ``fn`` (it declines what :func:`conv_limit` names)
+    and saying why to the not-quantized report."""
+    return replace(annotator, fn=fn, why_not=lambda n, c: conv_limit(n, c, transpose))
 
 
-XNNPACK_ANNOTATORS = tuple(_xnnpack(a) for a in COMMON)
+#: The ``"xnnpack"`` namespace, in the order the quantizer runs it (ExecuTorch 1.5.1's).
+XNNPACK_ANNOTATORS: tuple[Annotator, ...] = (
+    common.CONV_BN_RELU,
+    common.CONV_BN,
+    common.CONV_TRANSPOSE_BN_RELU,
+    common.CONV_TRANSPOSE_BN,
+    common.LINEAR_RELU,
+    common.LINEAR,
+    _limited(common.CONV, _conv, transpose=False),
+    _limited(common.CONV_TRANSPOSE, _conv_transpose, transpose=True),
+    _limited(common.CONV_RELU, _conv_relu, transpose=False),
+    _limited(common.CONV_TRANSPOSE_RELU, _conv_transpose_relu, transpose=True),
+    common.ADAPTIVE_AVG_POOL2D,
+    common.ADD_RELU,
+    common.ADD,
+    common.MUL_RELU,
+    common.MUL,
+    common.CAT,
+    # opt-in: ExecuTorch 1.5.1 leaves max_pool2d to qparam propagation
+    replace(common.MAX_POOL2D, opt_in=True),
+    common.GRU_IO_ONLY,  # opt-in already: ExecuTorch 1.5.1 does not run the GRU annotator
+)
 ANNOTATORS.define("xnnpack", XNNPACK_ANNOTATORS, source=f"qquantizer-xnnpack {__version__}")

@@ -30,7 +30,7 @@ from torchao.quantization.pt2e.quantizer import (
     get_module_name_filter,
 )
 
-from qcore.annotation.common import non_float_quantized
+from qcore.annotation.observable import non_float_quantized
 from qcore.annotation.registry import ANNOTATORS, Annotator, is_dynamic_config
 from qcore.annotation.report import FloatNode, explain_not_quantized
 from qcore.int8.pt2e_ranges import link_weight_observers
@@ -194,7 +194,7 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
                     f"{type(self).__name__} ({self.namespace}): {who} annotated {node.name} "
                     f"({node.target}) to observe non-floating-point tensors: "
                     f"{', '.join(bad)}; an annotator must leave such a pattern in float "
-                    "(see qcore.annotation.common.is_float_tensor)"
+                    "(see qcore.annotation.observable.is_float_tensor)"
                 )
 
     def has_qat_config(self) -> bool:

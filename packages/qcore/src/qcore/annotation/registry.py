@@ -3,7 +3,7 @@
 A *namespace* is one quantizer's ordered annotator list (``"xnnpack"``, ``"x86"``). Its
 owner defines it once with :meth:`AnnotatorRegistry.define`; extension distributions
 append to it with :meth:`AnnotatorRegistry.add`. Backend-agnostic annotators live in the
-``"common"`` namespace (:mod:`qcore.annotation.common`); a quantizer reuses one by putting
+``"common"`` namespace (:mod:`qcore.annotation.common_annotators`); a quantizer reuses one by putting
 the same :class:`Annotator` object into its own namespace, so one annotator can sit in
 several namespaces and a fix to it reaches every quantizer.
 
@@ -37,17 +37,21 @@ WhyNotFn = Callable[["Node", "QuantizationConfig"], "str | None"]
 #: ``example()`` returns ``(model, example_inputs)`` containing the annotator's pattern.
 ExampleFn = Callable[[], "tuple[Module, tuple[Any, ...]]"]
 
-#: Namespaces shipped with qcore, imported on first lookup.
-_BUILTIN_NAMESPACES = {"common": "qcore.annotation.common"}
+#: Namespaces shipped with qcore, as ``(module, table)``: defined from that table on the
+#: first lookup, so that importing an annotator module registers nothing (and listing
+#: annotators imports torch only when a built-in namespace is asked for).
+_BUILTIN_NAMESPACES = {"common": ("qcore.annotation.common_annotators", "COMMON")}
 
 
 @dataclass(frozen=True)
 class Annotator:
     """One annotator and what it can do.
 
-    ``static``/``dynamic``: runs for static / dynamic activation configs. ``qat_only``:
-    written for training graphs (conv-bn before folding); it runs for every static config,
-    QAT or not, as upstream does, because an unfolded eval-mode conv-bn matches it too.
+    ``static``/``dynamic``: runs for static / dynamic activation configs.
+    ``training_pattern``: its pattern is one a training-mode graph holds (conv → batch_norm
+    before folding), so the conformance kit builds its example in train mode; it runs for
+    every static config, QAT or not, as upstream does, because an unfolded eval-mode
+    conv-bn matches it too.
     ``ops``: the op overloads (or overload packets) it quantizes, used to scope
     ``set_operator_type`` and to tell "no annotator for this op" in reports.
     ``opt_in``: registered but run only when the quantizer enables it by name.
@@ -60,7 +64,7 @@ class Annotator:
     fn: AnnotateFn
     static: bool = True
     dynamic: bool = False
-    qat_only: bool = False
+    training_pattern: bool = False
     description: str = ""
     ops: frozenset[Any] = field(default_factory=frozenset)
     opt_in: bool = False
@@ -72,15 +76,16 @@ class Annotator:
             raise ValueError(f"Annotator.name must be an identifier, got {self.name!r}")
         if not callable(self.fn):
             raise TypeError(f"Annotator '{self.name}': fn must be callable, got {self.fn!r}")
-        if not (self.static or self.dynamic or self.qat_only):
+        if not (self.static or self.dynamic or self.training_pattern):
             raise ValueError(
-                f"Annotator '{self.name}': at least one of static, dynamic, qat_only must be set"
+                f"Annotator '{self.name}': at least one of static, dynamic, training_pattern "
+                "must be set"
             )
 
     def runs_for(self, *, is_dynamic: bool, is_qat: bool) -> bool:
         """Whether a config of this kind selects the annotator."""
         del is_qat  # QAT and PTQ static configs select the same annotators
-        return self.dynamic if is_dynamic else self.static or self.qat_only
+        return self.dynamic if is_dynamic else self.static or self.training_pattern
 
     def handles(self, op: Any) -> bool:
         """``op`` is one of ``ops`` or the overload packet of one of them."""
@@ -88,13 +93,13 @@ class Annotator:
 
     @property
     def marks(self) -> str:
-        """``S D Q`` style capability marks for tables."""
+        """What it runs for, as words for ``qcore show``'s tables (``"static dynamic"``)."""
         return " ".join(
             m
             for m, on in (
                 ("static", self.static),
                 ("dynamic", self.dynamic),
-                ("qat-only", self.qat_only),
+                ("training-pattern", self.training_pattern),
                 ("opt-in", self.opt_in),
             )
             if on
@@ -188,8 +193,11 @@ class AnnotatorRegistry:
         return sorted(set(self._namespaces) | set(_BUILTIN_NAMESPACES))
 
     def _lookup(self, namespace: str) -> _Namespace:
-        if namespace not in self._namespaces and namespace in _BUILTIN_NAMESPACES:
-            importlib.import_module(_BUILTIN_NAMESPACES[namespace])
+        own = self._namespaces.get(namespace)
+        # an extension may have added to a built-in namespace before anyone looked it up
+        if namespace in _BUILTIN_NAMESPACES and (own is None or own.owner is None):
+            module, table = _BUILTIN_NAMESPACES[namespace]
+            self.define(namespace, getattr(importlib.import_module(module), table), source="qcore")
         if namespace not in self._namespaces:
             raise LookupError(
                 f"no annotator namespace '{namespace}'; known: {', '.join(self.namespaces())}"

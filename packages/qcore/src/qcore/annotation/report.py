@@ -17,18 +17,10 @@ from typing import Any, Protocol
 
 import torch
 from torch.fx import GraphModule, Node
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore._torch_private import annotation_is_claimed, fold_batch_norms
-from qcore.annotation.common import (
-    ADD,
-    CAT,
-    CONV,
-    CONV_TRANSPOSE,
-    LINEAR,
-    MUL,
-    non_quantizable_reason,
-)
+from qcore._torch_private import Q_ANNOTATION_KEY, annotation_is_claimed, fold_batch_norms
+from qcore.annotation.observable import non_quantizable_reason
+from qcore.annotation.ops import ADD, CAT, CONV, CONV_TRANSPOSE, LINEAR, MUL
 from qcore.annotation.registry import Annotator, is_dynamic_config
 
 aten = torch.ops.aten

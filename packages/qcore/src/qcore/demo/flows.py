@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 import qcore
 import qcore.fx
+from qcore._torch_private import inductor_freezing
 from qcore.api import backend_quantized_engine
 from qcore.demo.progress import progress
 from qcore.engine import quantized_engine
@@ -137,9 +138,7 @@ def _pt2e_flow(
 def compile_frozen(model: Callable[[Tensor], Tensor], example: Tensor) -> Callable[[Tensor], Tensor]:
     """``torch.compile`` with freezing (constant weights, as the int8 lowerings need),
     compiled now on ``example`` so that later calls only run."""
-    import torch._inductor.config as inductor_config
-
-    with _freezing(inductor_config):
+    with inductor_freezing():
         compiled: Callable[[Tensor], Tensor] = torch.compile(model)
         with torch.no_grad():
             compiled(example)
@@ -167,16 +166,6 @@ def _compiled(
     if in_float is not None and left == "none" and in_float:
         left = f"{len(in_float)} q/dq"
     return Quantized(compiled, lowered, left, note=f"compiled with the {lowering} lowering")
-
-
-@contextlib.contextmanager
-def _freezing(config: Any) -> Iterator[None]:
-    previous = config.freezing
-    config.freezing = True
-    try:
-        yield
-    finally:
-        config.freezing = previous
 
 
 # discovery ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from qcore.tables import render_table
+from qcore.cli.tables import render_table
 
 __all__ = ["SERIES_KEY", "FlowResult", "render", "write_json", "write_plot"]
 

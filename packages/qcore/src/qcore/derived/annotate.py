@@ -23,19 +23,12 @@ from torchao.quantization.pt2e.quantizer import (
     QuantizationSpec,
     SharedQuantizationSpec,
 )
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore.annotation.common import (
-    CONV,
-    CONV_TRANSPOSE,
-    LINEAR,
-    is_annotated,
-    mark_annotated,
-    non_quantizable_reason,
-    passes,
-    set_annotation,
-    weight_spec_for_transpose,
-)
+from qcore._torch_private import Q_ANNOTATION_KEY
+from qcore.annotation.claims import is_annotated, mark_annotated, passes, set_annotation
+from qcore.annotation.common_annotators import weight_spec_for_transpose
+from qcore.annotation.observable import non_quantizable_reason
+from qcore.annotation.ops import CONV, CONV_TRANSPOSE, LINEAR
 from qcore.derived.matching import Match, index, match_at, top_signatures
 from qcore.derived.patterns import DerivedPattern
 from qcore.derived.scoping import qconfig_for

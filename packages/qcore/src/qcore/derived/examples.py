@@ -172,7 +172,7 @@ def example_for(pattern: DerivedPattern) -> tuple[nn.Module, tuple[Tensor, ...]]
     generator = torch.Generator().manual_seed(0)
     inputs = tuple(torch.randn(shape, generator=generator)
                    for _ in range(1 + _count_wildcards(pattern.tree)))  # fmt: skip
-    model.train(pattern.qat_only)
-    if not pattern.qat_only:  # in-place methods (``resize_``) refuse tensors needing grad
+    model.train(pattern.training_pattern)
+    if not pattern.training_pattern:  # in-place methods (``resize_``) refuse tensors needing grad
         model.requires_grad_(False)
     return model, inputs

@@ -75,7 +75,7 @@ class DerivedPattern:
     weighted: bool = False
     #: the functional form's weight argument position (``input_type_to_index``)
     weight_index: int | None = None
-    qat_only: bool = False
+    training_pattern: bool = False
     ops: frozenset[Any] = frozenset()
 
     @property
@@ -301,7 +301,7 @@ def derive_patterns(
                 weighted=bool(_WEIGHTED.match(re.sub(r"^(torch_|f_)", "", element_name(root))))
                 or "weight" in source.to_dict().get("input_type_to_index", {}),
                 weight_index=source.to_dict().get("input_type_to_index", {}).get("weight"),
-                qat_only=_has_bn_after_root(tree),
+                training_pattern=_has_bn_after_root(tree),
                 ops=frozenset().union(*(aten_ops(e) for e in parts)),
             )
         )

@@ -107,9 +107,9 @@ def _derived_class(backend: str, source: str, config_factory: Callable[[], Backe
         Annotator(
             p.name,
             pattern_annotator(p),
-            static=p.static and not p.qat_only,
-            dynamic=p.dynamic and not p.qat_only,
-            qat_only=p.qat_only,
+            static=p.static and not p.training_pattern,
+            dynamic=p.dynamic and not p.training_pattern,
+            training_pattern=p.training_pattern,
             description=p.text,
             ops=p.ops,
             why_not=pattern_why_not(p),

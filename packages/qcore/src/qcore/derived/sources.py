@@ -21,7 +21,7 @@ from typing import Any
 
 from torch.fx import GraphModule, Node
 
-from qcore.annotation.common import computing
+from qcore.annotation.claims import computing
 
 #: Containers FX traces through: never a call of their own.
 _CONTAINERS = frozenset(

@@ -12,6 +12,6 @@ quantizers). For a lowering that runs an op that can overflow on a doubled reduc
 :mod:`~qcore.int8.depth_plan` chooses per layer between narrowed weights, a 7-bit input and
 that deeper kernel within a budget of multiply-adds, from :mod:`~qcore.int8.noise` (a layer's
 output noise) and :mod:`~qcore.int8.pt2e_graph` (what a layer costs), wired into PT2E
-observers by :mod:`~qcore.int8.pt2e_plan`. Importing this package imports nothing else; ``qcore.host`` and
-``qcore.int8.saturation`` stay reachable as attributes of ``qcore``.
+observers by :mod:`~qcore.int8.pt2e_plan`. Importing this package imports nothing else.
+:mod:`qcore.host` is the public spelling of :mod:`~qcore.int8.host`.
 """

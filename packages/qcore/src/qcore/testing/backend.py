@@ -142,7 +142,7 @@ def check_backend_config(
 ) -> list[CheckResult]:
     """The well-formed, fuser-method, prepare-convert and stays-float checks on a
     BackendConfig; ``stays_float`` names the patterns ``mapping`` leaves in float."""
-    from qcore.pattern_text import pattern_text
+    from qcore.patterns.text import pattern_text
     from qcore.testing.wellformed import pattern_problems
 
     declared = _names(stays_float)
@@ -266,8 +266,8 @@ def _check_fuser(config: BackendConfig, pattern_config: BackendPatternConfig) ->
     """QAT fusion must build ``fused_module`` (it is what QAT swaps and trains); it is
     checked when the backend declares a QAT module for that fused module. PTQ fusion may
     fold further (conv+bn into conv) but must give a module the backend quantizes."""
-    from qcore.pattern_text import op_name
     from qcore.patterns import UnfusablePattern
+    from qcore.patterns.text import op_name
     from qcore.testing.patterns import pattern_tree, raw_pattern
     from qcore.testing.synth import NotSynthesizableError
 

@@ -24,6 +24,7 @@ from torch.fx import GraphModule, Node
 
 import qcore
 import qcore.fx
+from qcore._torch_private import Q_ANNOTATION_KEY
 from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
 from qcore.testing.models import ModelCase
@@ -153,7 +154,6 @@ def fx_decided_kinds(prepared: GraphModule) -> Counter[str]:
 def derived_decided_kinds(annotated: GraphModule) -> Counter[str]:
     """Calls of an exported graph a PT2E quantizer annotated (some node of the call has an
     input or output spec), by the kind FX would see them as."""
-    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
     from qcore.derived.sources import calls
 

@@ -28,9 +28,8 @@ from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e import move_exported_model_to_eval
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e, prepare_qat_pt2e
 from torchao.quantization.pt2e.quantizer import Quantizer, SharedQuantizationSpec
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore._torch_private import annotation_is_claimed
+from qcore._torch_private import Q_ANNOTATION_KEY, annotation_is_claimed
 
 __all__ = [
     "Flags",

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.fx import GraphModule
 
+from qcore._torch_private import Q_ANNOTATION_KEY
 from qcore.annotation.registry import ANNOTATORS
 from qcore.api import get_quantizer
 from qcore.testing.result import CheckResult
@@ -118,7 +119,7 @@ def _config_for(annotator: Any, base: Any) -> Any:
     """The base config, made dynamic for dynamic-only annotators."""
     from torchao.quantization.pt2e import PlaceholderObserver
 
-    if annotator.static or annotator.qat_only or base.input_activation is None:
+    if annotator.static or annotator.training_pattern or base.input_activation is None:
         return base
     act = replace(
         base.input_activation,
@@ -135,7 +136,6 @@ def validate_annotations(gm: GraphModule, ops: frozenset[Any]) -> list[str]:
         QuantizationSpecBase,
         SharedQuantizationSpec,
     )
-    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
     problems: list[str] = []
     nodes = set(gm.graph.nodes)
@@ -180,8 +180,6 @@ def _context(annotator: Any, config: Any, owner: Any) -> list[Any]:
 
 
 def _annotated_nodes(gm: GraphModule) -> set[str]:
-    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
-
     return {n.name for n in gm.graph.nodes if Q_ANNOTATION_KEY in n.meta}
 
 
@@ -208,7 +206,7 @@ def _quantizer_of(annotators: list[Any], config: Any, owner: Any) -> Any:
 
 class _Together(nn.Module):
     """Several example models side by side, so QAT conversion (whose conv-bn folding
-    costs ~25 s per call whatever the graph) runs once for all QAT-only annotators."""
+    costs ~25 s per call whatever the graph) runs once for all training-pattern annotators."""
 
     def __init__(self, examples: list[Example]) -> None:
         super().__init__()
@@ -237,7 +235,7 @@ def _annotation_check(
         ops = sorted(map(str, annotator.ops))
         return result(False, f"no example model for ops {ops}"), None, None
     model, inputs = example
-    qat = annotator.qat_only and not annotator.static
+    qat = annotator.training_pattern and not annotator.static
     model.train(qat)
     # a quantizer whose configs depend on the model (a backend's mapping) builds its own
     base = getattr(quantizer, "config_for_example", None)

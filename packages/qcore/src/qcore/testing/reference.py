@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from torch.ao.quantization.backend_config import BackendConfig
+from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
 import qcore
 from qcore.patterns.rows import describe, pattern_key
@@ -96,16 +96,26 @@ def assert_equals_reference(
     *,
     patterns: int,
     upstream_fuser_bugs: Collection[Any] = frozenset(),
+    beyond: Sequence[BackendPatternConfig] = (),
 ) -> BackendConfig:
     """Backend ``name``, its extensions switched off, equals ``reference`` field by field
-    (but for the reference's listed fuser crashes) and both have ``patterns`` patterns.
-    Returns the backend's config."""
+    (but for the reference's listed fuser crashes) and for the patterns ``beyond`` it
+    declares in addition (its ``config.beyond_torch()``); ``reference`` has ``patterns``
+    patterns. Returns the backend's config."""
     with without_extensions(name):
         ours = qcore.get_backend_config(name)
-    assert compare_backend_configs(ours, reference, upstream_fuser_bugs=upstream_fuser_bugs) == []
+    differences = compare_backend_configs(ours, reference, upstream_fuser_bugs=upstream_fuser_bugs)
+    assert sorted(differences) == sorted(added_lines(beyond))
     assert ours.name == name
-    assert len(ours.configs) == len(reference.configs) == patterns
+    assert len(reference.configs) == patterns
+    assert len(ours.configs) == patterns + len(beyond)
     return ours
+
+
+def added_lines(configs: Iterable[BackendPatternConfig]) -> list[str]:
+    """How :func:`~qcore.testing.parity.compare_backend_configs` names each of ``configs``
+    when the reference lacks it."""
+    return [f"{describe(pattern_key(config))}: extra (not in reference)" for config in configs]
 
 
 def assert_extensions_only_add_patterns(
@@ -117,11 +127,11 @@ def assert_extensions_only_add_patterns(
     diffs = compare_backend_configs(
         qcore.get_backend_config(name), reference, upstream_fuser_bugs=upstream_fuser_bugs
     )
-    added = [
-        f"{describe(pattern_key(config))}: extra (not in reference)"
+    added = added_lines(
+        config
         for _, extension in REGISTRY.extensions("backend-extension", name)
         for config in resolve(extension.patterns)()
-    ]
+    )
     assert sorted(diffs) == sorted(added), f"differences {diffs}, extensions add {added}"
     return diffs
 

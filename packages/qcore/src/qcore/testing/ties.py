@@ -64,7 +64,7 @@ def _interpreter(model: GraphModule, flips: set[_Tie] | None, found: list[_Tie])
             found.extend((node.name, int(i)) for i in near.nonzero().flatten().tolist())
             mine = [i for name, i in (flips or ()) if name == node.name]
             if mine:
-                out = out.clone()
+                out = out.contiguous().clone()  # a transposed input's codes are strided
                 flat, low = out.view(-1), floor.flatten()
                 for i in mine:
                     code = int(flat[i]) - int(zero_point)
@@ -85,7 +85,13 @@ def tie_variants(model: GraphModule, inputs: Sequence[Tensor]) -> list[Any]:
     requantize ties broken the other way: one output per tie, or per group of ties when
     there are more than :data:`MAX_VARIANTS`. Empty when no requantize lands on a tie."""
     import torch
+    from torch.fx import GraphModule
 
+    if not isinstance(model, GraphModule):
+        raise TypeError(
+            f"tie_variants reads a converted model's graph: got {type(model).__name__}, "
+            "not a torch.fx.GraphModule"
+        )
     ties: list[_Tie] = []
     with torch.no_grad():
         _interpreter(model, None, ties).run(*inputs)

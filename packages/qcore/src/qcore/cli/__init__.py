@@ -15,10 +15,11 @@ from pathlib import Path
 
 from _qcore_torch.identity import CORE_DISTRIBUTION, foreign_qcore_reason
 
-from qcore import cli_errors
 from qcore._version import __version__
-from qcore.cli_errors import CommandError
-from qcore.cli_paths import PLOT_SUFFIXES, check_distinct, check_output_path
+from qcore.cli import errors as cli_errors
+from qcore.cli.errors import CommandError
+from qcore.cli.paths import PLOT_SUFFIXES, check_distinct, check_output_path
+from qcore.cli.tables import terminal_width
 from qcore.derived.names import derived_names, derived_rows, is_disabled
 from qcore.errors import MissingExtraError, PluginError, PluginNotFoundError
 from qcore.extras import (
@@ -32,7 +33,6 @@ from qcore.extras import (
 )
 from qcore.plugin_api import GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
 from qcore.plugins import REGISTRY
-from qcore.tables import terminal_width
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
 # CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
@@ -56,7 +56,7 @@ def _quiet_upstream_noise() -> None:
 
 def _cmd_list(_: argparse.Namespace) -> int:
     from qcore.api import list_plugins
-    from qcore.describe import describe_plugins
+    from qcore.cli.describe import describe_plugins
 
     foreign = foreign_qcore_reason()
     if foreign:
@@ -99,7 +99,7 @@ def _kind_error(spec: str, kind: str, kinds: Sequence[str], command: str) -> Com
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from qcore.describe import DESCRIBERS
+    from qcore.cli.describe import DESCRIBERS
 
     failed = False
     targets = _resolve(args.name, list(DESCRIBERS), "show")
@@ -321,7 +321,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hint: {cli_errors.hint(exc)}", file=sys.stderr)
         return cli_errors.status(exc)
     return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

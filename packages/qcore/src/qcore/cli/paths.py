@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from qcore.cli_errors import CommandError
+from qcore.cli.errors import CommandError
 
 #: What a chart can be saved as: the formats matplotlib's default (Agg) backend writes
 #: with matplotlib's own dependencies (``savefig`` picks the format by suffix; pgf needs
@@ -26,7 +26,7 @@ _HINT = "nothing has run yet: fix the path and rerun"
 
 
 def check_output_path(option: str, path: Path, suffixes: Sequence[str] = ()) -> None:
-    """Raise :class:`~qcore.cli_errors.CommandError` naming ``option`` and ``path`` unless
+    """Raise :class:`~qcore.cli.errors.CommandError` naming ``option`` and ``path`` unless
     a file can be written there (and, given ``suffixes``, its suffix is one of them)."""
 
     def refuse(why: str) -> CommandError:

@@ -8,10 +8,10 @@ from typing import Any
 
 from qcore.annotation.registry import ANNOTATORS
 from qcore.api import get_backend_config, get_quantizer, install_quantizer_extensions
+from qcore.cli.tables import render_notes, render_table, terminal_width
 from qcore.derived.names import derived_names
-from qcore.pattern_text import op_name, pattern_text
+from qcore.patterns.text import op_name, pattern_text
 from qcore.plugins import REGISTRY, PluginInfo
-from qcore.tables import render_notes, render_table, terminal_width
 
 #: The OUTPUT column: the output's own observer, the input's (shared), or none at all.
 _OBSERVATION = {

@@ -1,0 +1,69 @@
+"""The operator sets PT2E annotators match, each declared once.
+
+Annotators, reports and the derived quantizer import them from here; a plugin that needs
+one of these sets imports it rather than spelling the overloads again
+(``tests/test_op_sets.py`` fails on a second declaration of the same set).
+Importing this module imports torch and nothing else.
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+RELU = frozenset({aten.relu.default, aten.relu_.default})
+LINEAR = frozenset({aten.linear.default})
+CONV = frozenset(
+    {
+        aten.conv1d.default,
+        aten.conv1d.padding,
+        aten.conv2d.default,
+        aten.conv2d.padding,
+        aten.conv3d.default,
+        aten.conv3d.padding,
+    }
+)
+CONV_TRANSPOSE = frozenset(
+    {
+        aten.conv_transpose1d,
+        aten.conv_transpose1d.default,
+        aten.conv_transpose2d,
+        aten.conv_transpose2d.input,
+        aten.conv_transpose3d,
+        aten.conv_transpose3d.input,
+    }
+)
+ADD = frozenset({aten.add.Tensor, aten.add_.Tensor})
+MUL = frozenset({aten.mul.Tensor, aten.mul_.Tensor})
+CAT = frozenset({aten.cat.default})
+ADAPTIVE_AVG_POOL2D = frozenset({aten.adaptive_avg_pool2d.default})
+MAX_POOL2D = frozenset({aten.max_pool2d.default})
+#: Ops whose output keeps its input's qparams: they move or select values, or clamp at a
+#: bound the input range already contains. Dropout is identity in a deployed model.
+SHARE_QPARAMS = frozenset(
+    {
+        aten.relu.default,
+        aten.hardtanh.default,
+        aten.hardtanh_.default,
+        aten.max_pool2d.default,
+        aten.mean.default,
+        aten.mean.dim,
+        aten.permute.default,
+        aten.permute_copy.default,
+        aten.transpose.int,
+        aten.squeeze.dim,
+        aten.squeeze_copy.dim,
+        aten.adaptive_avg_pool2d.default,
+        aten.view_copy.default,
+        aten.view.default,
+        aten.reshape.default,
+        aten.slice.Tensor,
+        aten.slice_copy.Tensor,
+        aten.flatten.using_ints,
+        aten.dropout.default,
+        aten.dropout_.default,
+    }
+)
+
+#: The 3-D convolutions :func:`~qcore.annotation.transforms.conv3d_as_conv2d` rewrites.
+CONV3D = frozenset({aten.conv3d.default, aten.conv3d.padding})
