@@ -41,25 +41,24 @@ COMPUTE = {
     aten.addmm.default: "linear",
     aten.bmm.default: "linear",
 }
-_a = aten
 #: Views: the same values in another shape, read in place. Lifting a quantize over them,
 #: or reading a value through them, is exact.
 VIEWS = frozenset(
-    {_a.view.default, _a.reshape.default, _a.permute.default, _a.transpose.int, _a._unsafe_view.default}
+    {aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int, aten._unsafe_view.default}
 )
 #: Ops that only move or select values of one tensor (the views, and copies, broadcasts,
 #: slices): any per-value map of int8 codes (``+ 128``) commutes with them.
 MOVES = VIEWS | {
-    _a.clone.default,
-    _a.expand.default,
-    _a.t.default,
-    _a.unsqueeze.default,
-    _a.squeeze.dim,
-    _a.squeeze.dims,
-    _a.slice.Tensor,
-    _a.select.int,
+    aten.clone.default,
+    aten.expand.default,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.slice.Tensor,
+    aten.select.int,
 }
 #: What a dequantized value flows through unchanged on its way to the op that computes
 #: with it: views, a clone or broadcast (moves that keep every value where a conv or
 #: matmul finds it), and a dtype cast (int8-mixed-bf16 graphs cast it to bf16 there).
-TO_COMPUTE = frozenset({*VIEWS, _a.clone.default, _a.expand.default, CONVERT})
+TO_COMPUTE = frozenset({*VIEWS, aten.clone.default, aten.expand.default, CONVERT})
