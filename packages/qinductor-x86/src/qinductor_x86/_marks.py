@@ -9,7 +9,7 @@ from typing import Any
 from torch.fx import Node
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
 
-from qcore.annotation.common import is_annotated, mark_annotated
+from qcore.annotation.claims import is_annotated, mark_annotated
 from qinductor_x86._torch_private import Q_ANNOTATION_KEY
 
 

@@ -25,8 +25,8 @@ from torchao.quantization.pt2e.quantizer import (
     get_weight_qspec,
 )
 
-from qcore.annotation.common import is_annotated, mark_annotated
-from qcore.annotation.common import passes as scope_accepts
+from qcore.annotation.claims import is_annotated, mark_annotated
+from qcore.annotation.claims import passes as scope_accepts
 from qcore.annotation.registry import ANNOTATORS
 from qinductor_x86 import examples, passthrough
 from qinductor_x86._marks import annotate_node

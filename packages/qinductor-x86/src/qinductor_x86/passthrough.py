@@ -18,8 +18,8 @@ from torchao.quantization.pt2e.quantizer import (
     get_input_act_qspec,
 )
 
-from qcore.annotation.common import is_annotated
-from qcore.annotation.common import passes as scope_accepts
+from qcore.annotation.claims import is_annotated
+from qcore.annotation.claims import passes as scope_accepts
 from qcore.annotation.registry import ANNOTATORS
 from qinductor_x86._marks import annotate_node, ends_quantized_pattern
 from qinductor_x86._torch_private import Q_ANNOTATION_KEY

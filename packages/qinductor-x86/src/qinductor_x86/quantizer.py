@@ -19,9 +19,9 @@ from typing import Any, Self
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
-from qcore.annotation.common import addmm_to_linear
 from qcore.annotation.quantizer import NodeFilter, RegistryQuantizer
 from qcore.annotation.registry import Annotator, is_dynamic_config
+from qcore.annotation.transforms import addmm_to_linear
 from qinductor_x86 import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.config import (
     get_default_x86_inductor_quantization_config,

@@ -21,7 +21,7 @@ from typing import Any
 
 from torch.fx import GraphModule, Node
 
-from qcore.annotation.common import computing
+from qcore.annotation.claims import computing
 from qinductor_x86._torch_private import get_source_partitions
 
 
