@@ -1,10 +1,12 @@
-"""Quantize and compile ``Linear → Tanh → Linear`` with the post-op table edited before
-anything reads it: ``python postop_row_probe.py (without|added)``; the result comes back through
-``qcore.testing.fresh.emit``.
+"""Quantize and compile a layer followed by one post-op, with the post-op table edited
+before anything reads it: ``python postop_row_probe.py ROW (without|added)``; the result
+comes back through ``qcore.testing.fresh.emit``.
 
-``without`` drops the tanh row; ``added`` drops it and appends it again, written here as a
-contributor adding a post-op would write it. Run by test_postop_table.py, each mode in a
-fresh interpreter (the table is read once, when the annotators and the lowering load).
+``without`` drops row ``ROW`` from the table; ``added`` drops it and appends it again,
+written here as a contributor adding that post-op would write it (:data:`NEW_ROWS`). Run by
+test_postop_table.py, each in a fresh interpreter (the table is read once, when the
+annotators and the lowering load). The rows: ``tanh`` (a plain one), ``leaky_relu`` (a
+scalar argument), ``hardtanh`` (clamp-like, so a narrower output range folds into it).
 """
 
 from __future__ import annotations
@@ -12,54 +14,89 @@ from __future__ import annotations
 import copy
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from qinductor_x86 import postop_table as table
 
-#: The new row: nn.Tanh after nn.Linear, fused into oneDNN's int8 linear as "tanh".
-LINEAR = frozenset({"linear"})
-TANH = table.PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), after=LINEAR, kernels=LINEAR)
+LINEAR, CONV2D = frozenset({"linear"}), frozenset({"conv2d"})
+#: The new rows, each as one row of postop_table.py and nothing else.
+NEW_ROWS = {
+    # nn.Tanh after nn.Linear, fused into oneDNN's int8 linear as "tanh"
+    "tanh": table.PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), after=LINEAR, kernels=LINEAR),
+    # a scalar argument: naming it is all the lowering's patterns need to capture it
+    "leaky_relu": table.PostOp(
+        "leaky_relu", F.leaky_relu, "leaky_relu", (nn.LeakyReLU,), after=LINEAR, kernels=LINEAR,
+        scalars=("negative_slope",),
+    ),
+    # clamp-like: its bounds are two of its scalars
+    "hardtanh": table.PostOp(
+        "hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), after=CONV2D,
+        scalars=("min_value", "max_value"), clamps=("min_value", "max_value"),
+    ),
+}
 
-mode = sys.argv[1]
-shipped = [p for p in table.POST_OPS if p.name == "tanh"]
-table.POST_OPS = tuple(p for p in table.POST_OPS if p.name != "tanh")
+row, mode = sys.argv[1], sys.argv[2]
+shipped = [p for p in table.POST_OPS if p.name == row]
+table.POST_OPS = tuple(p for p in table.POST_OPS if p.name != row)
 if mode == "added":
-    table.POST_OPS += (TANH,)
+    table.POST_OPS += (NEW_ROWS[row],)
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo  # noqa: E402  (after the table is edited)
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY  # noqa: E402
 
 import qcore  # noqa: E402
 from qcore.testing.fresh import emit  # noqa: E402
 
 
-class LinearTanh(nn.Module):
-    def __init__(self) -> None:
+class Chain(nn.Module):
+    def __init__(self, first: nn.Module, act: nn.Module, second: nn.Module) -> None:
         super().__init__()
-        self.fc1, self.act, self.fc2 = nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)
+        self.first, self.act, self.second = first, act, second
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))  # type: ignore[no-any-return]
+        return self.second(self.act(self.first(x)))  # type: ignore[no-any-return]
 
 
-def tanh_node(gm: torch.fx.GraphModule) -> torch.fx.Node:
-    return next(n for n in gm.graph.nodes if n.target == torch.ops.aten.tanh.default)
+#: Row -> the model, its input, the aten op of the post-op, the quantizer's options.
+MODELS: dict[str, tuple[Any, ...]] = {
+    "tanh": (lambda: Chain(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)), (4, 8), torch.ops.aten.tanh.default, {}),
+    "leaky_relu": (
+        lambda: Chain(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 4)), (4, 8),
+        torch.ops.aten.leaky_relu.default, {},
+    ),
+    # 7-bit activations: the output range is narrower than uint8, what a clamp folds
+    "hardtanh": (
+        lambda: Chain(nn.Conv2d(3, 8, 3), nn.Hardtanh(-0.5, 0.75), nn.Conv2d(8, 4, 1)), (2, 3, 8, 8),
+        torch.ops.aten.hardtanh.default, {"reduce_range": True},
+    ),
+}
 
 
+def post_op_node(gm: torch.fx.GraphModule, target: Any) -> torch.fx.Node:
+    return next(n for n in gm.graph.nodes if n.target == target)
+
+
+build, shape, target, options = MODELS[row]
 torch.manual_seed(0)
-model, inputs = LinearTanh().eval(), (zoo.example(4, 8),)
+model, inputs = build().eval(), (zoo.example(*shape),)
 exported = torch.export.export(model, inputs).module()
-annotated = qcore.get_quantizer("x86").annotate(copy.deepcopy(exported))
-lowered = zoo.lower(zoo.quantize(model, inputs, "x86"), inputs)
+annotated = qcore.get_quantizer("x86", **options).annotate(copy.deepcopy(exported))
+converted = zoo.quantize(model, inputs, qcore.get_quantizer("x86", **options))
+# the post-op's output quantize, as converted: (scale, zero point, qmin, qmax)
+quantize = next(iter(post_op_node(converted, target).users))
+lowered = zoo.lower(converted, inputs)
 emit(
     {
-        "shipped_row_is_the_new_row": shipped == [TANH],
-        "tanh_annotated": Q_ANNOTATION_KEY in tanh_node(annotated).meta,
+        "shipped_row_is_the_new_row": shipped == [NEW_ROWS[row]],
+        "annotated": "quantization_annotation" in post_op_node(annotated, target).meta,
         "lowered": dict(lowered.report.lowered),
+        "kernel_lines": [line.strip() for line in lowered.code.splitlines() if "torch.ops.onednn." in line],
+        "output_qparams": [quantize.args[i] for i in range(1, 5)],
         "codes": lowered.codes_json(),
     }
 )

@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 import qinductor_x86
 from torch._inductor.custom_graph_pass import get_hash_for_files
-from qinductor_x86.lowering import code_key, make_lowering, passes
-made = {cls.__name__: cls(make_lowering()) for cls in (passes.LiftUp, passes.Lower, passes.CountLowerings)}
+from qinductor_x86.lowering import code_key, custom_passes, make_lowering
+made = {cls.__name__: cls(make_lowering()) for cls in (custom_passes.LiftUp, custom_passes.Lower, custom_passes.CountLowerings)}
 first_party = sorted(
     m.__file__ for name, m in sys.modules.items()
     if name.split(".")[0] in code_key.FIRST_PARTY and getattr(m, "__file__", None)

@@ -24,7 +24,7 @@ import lowering_zoo as zoo
 import pytest
 from lowering_counters_probe import GRAPHS, TARGETS
 
-from qinductor_x86.lowering.counters import FAMILIES, ONE_SIDED, QUANT_LIFT_UP
+from qinductor_x86.lowering.counters import ONE_SIDED, QUANT_LIFT_UP, Family
 
 FP16 = [name for name in GRAPHS if name.startswith("fp16")]
 #: Graphs computed in bf16 rather than on int8 codes: the int8 weight-only linear (bf16
@@ -81,7 +81,8 @@ def test_lift_ups_and_aliases(sides: dict[str, dict[str, Any]], graph: str) -> N
     ours = _result(sides, "ours", graph)["counters"]
     if reference is not None:
         assert ours.get(QUANT_LIFT_UP, 0) == reference
-    for prefixes in FAMILIES.values():
+    for family in Family:
+        prefixes = family.prefixes
         for alias in prefixes[1:]:
             for suffix in ("count", "nodes"):
                 assert ours.get(f"{alias}_{suffix}", 0) == ours.get(f"{prefixes[0]}_{suffix}", 0)
@@ -103,7 +104,7 @@ def test_every_key_of_the_table_is_needed(sides: dict[str, dict[str, Any]]) -> N
 def test_references_lowered_every_family(sides: dict[str, dict[str, Any]]) -> None:
     """The reference is one: torch's passes bumped each family the zoo is meant to cover."""
     bumped = {key for graph in GRAPHS for key in _result(sides, "torch", graph)["counters"]}
-    wanted = {f"{family}_count" for family in FAMILIES} - set(ONE_SIDED)
+    wanted = {f"{family.prefixes[0]}_count" for family in Family} - set(ONE_SIDED)
     assert wanted <= bumped, wanted - bumped
     assert any(
         _result(sides, "torch", graph)["torchs_lift_ups"] for graph in GRAPHS

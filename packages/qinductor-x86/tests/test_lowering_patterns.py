@@ -139,7 +139,7 @@ def test_dynamic_quantization_uses_run_time_qparams() -> None:
 def test_a_quantized_model_with_nothing_lowered_warns_and_says_why() -> None:
     import torch._inductor.config as inductor_config
 
-    from qinductor_x86.lowering.passes import NoInt8KernelsWarning
+    from qinductor_x86.lowering.custom_passes import NoInt8KernelsWarning
 
     model, inputs = zoo.MLP(), (zoo.example(4, 32),)
     converted = zoo.quantize(model, inputs, "x86")

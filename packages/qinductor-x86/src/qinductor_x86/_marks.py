@@ -8,9 +8,9 @@ from typing import Any
 
 from torch.fx import Node
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore.annotation.common import is_annotated, mark_annotated
+from qcore.annotation.claims import is_annotated, mark_annotated
+from qinductor_x86._torch_private import Q_ANNOTATION_KEY
 
 
 @dataclass

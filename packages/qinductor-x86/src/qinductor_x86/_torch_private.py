@@ -7,6 +7,20 @@ that what depends on upstream internals stays easy to audit when torch or torcha
 from __future__ import annotations
 
 # PT2E quantizer -----------------------------------------------------------------------
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    # ``node.meta``'s key for a PT2E annotation, from a private torchao module
+    from torchao.quantization.pt2e.graph_utils import get_source_partitions as get_source_partitions  # noqa: PLC0414
+    from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY as Q_ANNOTATION_KEY  # noqa: PLC0414
+
+#: Names imported on first use (module ``__getattr__`` below), so that importing this
+#: module for the lowering loads no torchao.
+_LAZY_PT2E_NAMES = {
+    "Q_ANNOTATION_KEY": "torchao.quantization.pt2e.quantizer.quantizer",
+    # which module or function call each node comes from (not in torchao's public API)
+    "get_source_partitions": "torchao.quantization.pt2e.graph_utils",
+}
 
 
 def is_fake_tensor(value: object) -> bool:
@@ -30,7 +44,6 @@ import contextlib as _contextlib  # noqa: E402  (sections keep their own imports
 from collections.abc import Callable as _Callable  # noqa: E402
 from collections.abc import Iterator as _Iterator  # noqa: E402
 from collections.abc import Sequence as _Sequence  # noqa: E402
-from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 from typing import Any as _Any  # noqa: E402
 
 if _TYPE_CHECKING:  # the lazily imported names, re-exported for type checkers
@@ -74,7 +87,7 @@ INDUCTOR_HOOKS = ("pre_grad_custom_pass", "joint_custom_pre_pass", "post_grad_cu
 
 
 def __getattr__(name: str) -> _Any:
-    module = _LAZY_INDUCTOR_NAMES.get(name)
+    module = _LAZY_INDUCTOR_NAMES.get(name) or _LAZY_PT2E_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
@@ -101,6 +114,31 @@ def count(key: str, amount: int = 1) -> None:
     from torch._dynamo.utils import counters
 
     counters["inductor"][key] += amount
+
+
+def prepack_qconv(*args: _Any) -> torch.Tensor:
+    """oneDNN's int8 conv weight prepack (``onednn::qconv_prepack``), run eagerly on a
+    frozen weight as torch's freezing pass runs it."""
+    import torch
+
+    packed: torch.Tensor = torch.ops.onednn.qconv_prepack(*args)
+    return packed
+
+
+def prepack_qlinear(weight: torch.Tensor, x_shape: list[int] | None) -> torch.Tensor:
+    """oneDNN's int8 linear weight prepack (``onednn::qlinear_prepack``)."""
+    import torch
+
+    packed: torch.Tensor = torch.ops.onednn.qlinear_prepack(weight, x_shape)
+    return packed
+
+
+def prepack_linear_fp16(weight: torch.Tensor, x_shape: list[int] | None) -> torch.Tensor:
+    """oneDNN's fp16 linear weight prepack (``onednn::linear_prepack_fp16``)."""
+    import torch
+
+    packed: torch.Tensor = torch.ops.onednn.linear_prepack_fp16(weight, x_shape)
+    return packed
 
 
 def files_hash(paths: _Sequence[str], extra: str = "") -> bytes:

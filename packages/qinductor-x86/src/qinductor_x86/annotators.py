@@ -12,7 +12,7 @@ also quantize the pattern's output, which the QAT folding needs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -25,13 +25,22 @@ from torchao.quantization.pt2e.quantizer import (
     get_weight_qspec,
 )
 
-from qcore.annotation.common import is_annotated, mark_annotated, passes
-from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.annotation.claims import is_annotated, mark_annotated
+from qcore.annotation.claims import passes as scope_accepts
+from qcore.annotation.registry import ANNOTATORS
 from qinductor_x86 import examples, passthrough
 from qinductor_x86._marks import annotate_node
 from qinductor_x86._torch_private import is_fake_tensor
 from qinductor_x86._version import __version__
-from qinductor_x86.patterns import INT8_IN_INT8_OUT, LAYER_OPS, SOURCES, Fusion, post_ops_after
+from qinductor_x86.operators import X86Annotator
+from qinductor_x86.patterns import (
+    INT8_IN_INT8_OUT,
+    INT8_IN_INT8_OUT_CALLED_AS,
+    LAYER_OPS,
+    SOURCES,
+    Fusion,
+    post_ops_after,
+)
 from qinductor_x86.postop_table import ADD
 from qinductor_x86.sources import Call, calls, chains
 
@@ -75,28 +84,28 @@ def _annotate_fusion(
     if not all(isinstance(a, Node) for a in layer.args[:2]):
         return None
     extra = None
-    if fusion.binary is not None:
-        operand, binary = outputs[fusion.binary - 1], outputs[fusion.binary]
+    if fusion.add_position is not None:
+        operand, binary = outputs[fusion.add_position - 1], outputs[fusion.add_position]
         # the add is fused into the layer only when the layer's result has no other use
         if len(operand.users) != 1:
             return None
         extra = _extra_input(binary, operand)
         if extra is None:
             return None
-    if is_annotated(outputs) or not passes(filter_fn, outputs):
+    if is_annotated(outputs) or not scope_accepts(filter_fn, outputs):
         return None
 
     qat = fusion.batch_norm
     out_qspec = get_output_act_qspec(config) if qat else None
     _annotate_layer(layer, config, alone=len(chain) == 1)
-    if fusion.binary is not None:
+    if fusion.add_position is not None:
         assert extra is not None
-        binary = outputs[fusion.binary]
+        binary = outputs[fusion.add_position]
         # a linear's extra input stays float: upstream found quantizing it costs accuracy
         extra_qspecs = {} if fusion.is_linear else {extra: get_input_act_qspec(config)}
         ends = binary is last
         annotate_node(binary, extra_qspecs, out_qspec if ends else None, quantized_output=ends)
-    if fusion.unary or (qat and fusion.binary is None):
+    if fusion.ends_in_unary or (qat and fusion.add_position is None):
         # the post-op ends the pattern; in a QAT conv → bn, the batch norm does
         annotate_node(last, output=out_qspec, quantized_output=True)
     nodes = [n for call in chain for n in call.nodes]
@@ -152,7 +161,7 @@ def operands_annotator(
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target != target or not accept(node):
                 continue
-            if is_annotated([node]) or not passes(filter_fn, [node]):
+            if is_annotated([node]) or not scope_accepts(filter_fn, [node]):
                 continue
             operands = [a for a in node.args if isinstance(a, Node)]
             qspec = get_input_act_qspec(config)
@@ -163,7 +172,7 @@ def operands_annotator(
     return annotate
 
 
-#: Both operands of ``matmul`` (opt-in: a global config never selects it).
+#: Both operands of ``matmul``.
 annotate_matmul = operands_annotator(aten.matmul.default)
 #: Element-wise ``mul`` of two tensors of one shape (no broadcast, no scalar).
 annotate_mul = operands_annotator(aten.mul.Tensor, _same_shape_tensors)
@@ -217,8 +226,7 @@ def _add_why_not(node: Node, config: QuantizationConfig) -> str | None:
 
 # -- registration ----------------------------------------------------------------------
 
-CONV2D = frozenset({aten.conv2d.default})
-LINEAR = frozenset({aten.linear.default})
+CONV2D, LINEAR = LAYER_OPS["conv2d"], LAYER_OPS["linear"]
 
 
 def _rows(layer: str, *tails: Sequence[str]) -> tuple[Fusion, ...]:
@@ -232,9 +240,10 @@ def _layer(  # noqa: PLR0917 (one row of the table below)
     description: str,
     example: Any,
     why_not: Any = None,
-) -> Annotator:
+    called_as: Mapping[Any, tuple[Any, ...]] | None = None,
+) -> X86Annotator:
     qat = fusions[0].batch_norm
-    return Annotator(
+    return X86Annotator(
         name,
         fusion_annotator(*fusions),
         static=not qat,
@@ -244,6 +253,7 @@ def _layer(  # noqa: PLR0917 (one row of the table below)
         ops=ops,
         why_not=why_not,
         example=example,
+        called_as=called_as or {},
     )
 
 
@@ -262,7 +272,7 @@ def _after_add(
     *,
     bn: bool = False,
     why_not: Any = None,
-) -> list[Annotator]:
+) -> list[X86Annotator]:
     """``layer [→ bn] → add → post-op``, one annotator per post-op that may follow an add."""
     ops = (CONV2D if layer == "conv2d" else LINEAR) | ADD_OPS
     chain = ("batch_norm",) if bn else ()
@@ -283,7 +293,7 @@ _QAT_UNARY = _unary("conv2d", "QAT: nn.Conv2d → BatchNorm2d", "batch_norm")
 _CONV_UNARY, _CONV1D_UNARY = _unary("conv2d", "nn.Conv2d"), _unary("conv1d", "nn.Conv1d")
 _LINEAR_UNARY = _unary("linear", "nn.Linear")
 
-X86_ANNOTATORS: tuple[Annotator, ...] = (
+X86_ANNOTATORS: tuple[X86Annotator, ...] = (
     *_after_add(
         "conv2d",
         "qat_conv2d_bn_add",
@@ -330,6 +340,8 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         f"{_CONV_UNARY[1]}; {_CONV1D_UNARY[1]}",
         examples.conv(unary=_CONV_UNARY[0][-1].calls[-1]),
         _conv1d_why_not,
+        # (torchao 0.18 maps nn.Conv2d twice and never nn.Conv1d; see the README)
+        called_as={aten.conv1d.default: SOURCES["conv1d"]},
     ),
     _layer(
         "conv2d",
@@ -338,6 +350,7 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         "nn.Conv2d",
         examples.conv(),
         _layer_why_not("conv2d", "nn.Conv2d"),
+        called_as={aten.conv2d.default: SOURCES["conv2d"]},
     ),
     *_after_add(
         "linear",
@@ -368,24 +381,29 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         "nn.Linear",
         examples.linear(),
         _layer_why_not("any_linear", "nn.Linear"),
+        called_as={aten.linear.default: SOURCES["any_linear"]},
     ),
-    Annotator(
+    X86Annotator(
         "matmul",
         annotate_matmul,
         dynamic=True,
         ops=frozenset({aten.matmul.default}),
-        description="matmul, both operands (only by operator or module name, never global)",
+        # as torchao's recipe: quantized by an operator's or a module's own config only
+        opt_in=True,
+        description="matmul, both operands (by operator or module name, or enable('matmul'))",
         example=examples.matmul,
+        called_as={aten.matmul.default: (torch.matmul,)},
     ),
-    Annotator(
+    X86Annotator(
         "mul",
         annotate_mul,
         dynamic=True,
         ops=frozenset({aten.mul.Tensor}),
         description="mul of two tensors of one shape",
         why_not=_mul_why_not,
+        called_as={aten.mul.Tensor: (torch.mul,)},
     ),
-    Annotator(
+    X86Annotator(
         "int8_passthrough",
         passthrough.annotate_int8_passthrough,
         dynamic=True,
@@ -393,6 +411,7 @@ X86_ANNOTATORS: tuple[Annotator, ...] = (
         description="max/avg/adaptive pool, cat, flatten after quantized patterns stay int8",
         why_not=passthrough.why_not,
         example=examples.passthrough,
+        called_as=INT8_IN_INT8_OUT_CALLED_AS,
     ),
 )
 

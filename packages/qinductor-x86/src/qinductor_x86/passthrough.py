@@ -17,11 +17,14 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
     get_input_act_qspec,
 )
-from torchao.quantization.pt2e.quantizer.quantizer import Q_ANNOTATION_KEY
 
-from qcore.annotation.common import is_annotated, passes
+from qcore.annotation.claims import is_annotated
+from qcore.annotation.claims import passes as scope_accepts
+from qcore.annotation.registry import ANNOTATORS
 from qinductor_x86._marks import annotate_node, ends_quantized_pattern
-from qinductor_x86.patterns import INT8_IN_INT8_OUT, QUANTIZABLE
+from qinductor_x86._torch_private import Q_ANNOTATION_KEY
+from qinductor_x86.operators import quantizable
+from qinductor_x86.patterns import INT8_IN_INT8_OUT
 
 Filter = Callable[[Node], bool] | None
 aten = torch.ops.aten
@@ -35,11 +38,11 @@ def _inputs_to_check(node: Node) -> list[Node]:
 def _flatten_feeds_nothing_quantized(node: Node) -> bool:
     """A flatten stays float unless a quantizable op (or nothing) consumes it: int8 out
     of a flatten helps only an op that takes int8."""
-    return (
-        node.target == aten.flatten.using_ints
-        and len(node.users) > 0
-        and not any(u.target in QUANTIZABLE for u in node.users)
-    )
+    if node.target != aten.flatten.using_ints or not node.users:
+        return False
+    # (every x86 annotator's operators, those installed extensions added included)
+    ops = quantizable(ANNOTATORS.annotators("x86"))
+    return not any(u.target in ops for u in node.users)
 
 
 def annotate_int8_passthrough(
@@ -51,7 +54,7 @@ def annotate_int8_passthrough(
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in INT8_IN_INT8_OUT:
             continue
-        if is_annotated([node]) or not passes(filter_fn, [node]):
+        if is_annotated([node]) or not scope_accepts(filter_fn, [node]):
             continue
         if _flatten_feeds_nothing_quantized(node):
             continue

@@ -35,12 +35,13 @@ SOURCES: Mapping[str, tuple[Any, ...]] = {
     ADD.name: ADD.sources,
     **{p.name: p.sources for p in POST_OPS if p.sources},
 }
+_LINEAR_OPS = frozenset({aten.linear.default})
 #: The aten op a recognised layer call must end in for its pattern to be quantized.
 LAYER_OPS: Mapping[str, frozenset[Any]] = {
     "conv2d": frozenset({aten.conv2d.default}),
     "conv1d": frozenset({aten.conv1d.default}),
-    "linear": frozenset({aten.linear.default}),
-    "any_linear": frozenset({aten.linear.default}),
+    "linear": _LINEAR_OPS,
+    "any_linear": _LINEAR_OPS,
 }
 
 
@@ -50,42 +51,17 @@ def post_ops_after(layer: str, *, add: bool = False) -> tuple[PostOp, ...]:
 
 
 #: Ops that run in int8 when their input is int8 and give int8 out, so a quantized
-#: producer's int8 output flows through them (their output shares the input's qparams).
-INT8_IN_INT8_OUT = frozenset(
-    {
-        aten.max_pool2d.default,
-        aten.cat.default,
-        aten.avg_pool2d.default,
-        aten.adaptive_avg_pool2d.default,
-        aten.flatten.using_ints,
-    }
-)
-#: Ops a global config quantizes. One pattern holds exactly one of them.
-DEFAULT_QUANTIZABLE = INT8_IN_INT8_OUT | {
-    aten.conv1d.default,
-    aten.conv2d.default,
-    aten.linear.default,
-    aten.mul.Tensor,
+#: producer's int8 output flows through them (their output shares the input's qparams),
+#: each with the module types and functions that call it (torchao's setters scope an
+#: operator by these; see the ``int8_passthrough`` annotator's ``called_as``).
+INT8_IN_INT8_OUT_CALLED_AS: Mapping[Any, tuple[Any, ...]] = {
+    aten.max_pool2d.default: (nn.MaxPool2d, F.max_pool2d),
+    aten.cat.default: (torch.cat,),
+    aten.avg_pool2d.default: (nn.AvgPool2d, F.avg_pool2d),
+    aten.adaptive_avg_pool2d.default: (nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d),
+    aten.flatten.using_ints: (torch.flatten,),
 }
-#: Ops quantized only when asked for by operator (``set_function_type_qconfig``) or by
-#: module name: never by the global config.
-OPT_IN_QUANTIZABLE = frozenset({aten.matmul.default})
-QUANTIZABLE = DEFAULT_QUANTIZABLE | OPT_IN_QUANTIZABLE
-
-#: Module types and functions the torchao-named setters accept, and the op each scopes.
-#: (torchao 0.18 maps ``nn.Conv2d`` twice and never ``nn.Conv1d``; see the README.)
-OPERATOR_OF: Mapping[Any, Any] = {
-    **dict.fromkeys((nn.Conv1d, F.conv1d), aten.conv1d.default),
-    **dict.fromkeys((nn.Conv2d, F.conv2d), aten.conv2d.default),
-    **dict.fromkeys((nn.Linear, F.linear), aten.linear.default),
-    **dict.fromkeys((nn.MaxPool2d, F.max_pool2d), aten.max_pool2d.default),
-    **dict.fromkeys((nn.AvgPool2d, F.avg_pool2d), aten.avg_pool2d.default),
-    **dict.fromkeys((nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d), aten.adaptive_avg_pool2d.default),
-    torch.cat: aten.cat.default,
-    torch.flatten: aten.flatten.using_ints,
-    torch.matmul: aten.matmul.default,
-    torch.mul: aten.mul.Tensor,
-}
+INT8_IN_INT8_OUT = frozenset(INT8_IN_INT8_OUT_CALLED_AS)
 
 
 @dataclass(frozen=True)
@@ -116,12 +92,13 @@ class Fusion:
         return "batch_norm" in self.calls
 
     @property
-    def binary(self) -> int | None:
-        """Position of the ``add`` in the chain, if any."""
+    def add_position(self) -> int | None:
+        """Where the ``add`` is in :attr:`calls`, if the fusion has one."""
         return self.calls.index(ADD.name) if ADD.name in self.calls else None
 
     @property
-    def unary(self) -> bool:
+    def ends_in_unary(self) -> bool:
+        """The last call is a unary post-op."""
         return self.calls[-1] not in {self.layer, "batch_norm", ADD.name}
 
     @property

@@ -10,8 +10,9 @@ row here; rows keep torchao's order, which decides who wins a node two patterns 
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -28,7 +29,12 @@ class PostOp:
     """One post-op. ``fn(x, *scalars)`` is its PyTorch (None: the lowering reaches it
     through another row, as ReLU6 is a hardtanh); ``attr``/``algorithm`` are oneDNN's
     names; ``after`` the layer calls the quantizer fuses it after; ``kernels`` the oneDNN
-    int8 kernels that fuse it; ``after_add``: it may also follow a fused add."""
+    int8 kernels that fuse it; ``after_add``: it may also follow a fused add.
+
+    ``scalars``: the names of its arguments after ``x``, which the lowering's patterns
+    capture (any values match; the kernel gets the matched ones). ``clamps``: for a
+    clamp-like post-op, its bounds (each a number or one of its scalars): a narrower
+    output quant range then merges with it into one oneDNN hardtanh."""
 
     name: str
     fn: Callable[..., torch.Tensor] | None
@@ -39,6 +45,15 @@ class PostOp:
     scalars: tuple[str, ...] = ()
     algorithm: str = ""
     after_add: bool = False
+    clamps: tuple[float | str, float | str] | None = None
+
+    def bounds(self, values: Sequence[float]) -> tuple[float, float]:
+        """The clamp's bounds, given the values of :attr:`scalars`."""
+        if self.clamps is None:
+            raise ValueError(f"post-op {self.name} is not clamp-like")
+        named = dict(zip(self.scalars, values, strict=True))
+        low, high = (named[b] if isinstance(b, str) else b for b in self.clamps)
+        return low, high
 
     @property
     def label(self) -> str:
@@ -62,9 +77,9 @@ _CONV2D, _LINEAR = frozenset({"conv2d"}), frozenset({"linear"})
 
 POST_OPS: tuple[PostOp, ...] = (
     PostOp("relu", torch.relu, "relu", (nn.ReLU, F.relu, F.relu_),
-           frozenset({"conv2d", "conv1d", "linear"}), after_add=True),
+           frozenset({"conv2d", "conv1d", "linear"}), after_add=True, clamps=(0.0, math.inf)),
     PostOp("hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), _CONV2D,
-           scalars=("min_value", "max_value")),
+           scalars=("min_value", "max_value"), clamps=("min_value", "max_value")),
     PostOp("hardswish", F.hardswish, "hardswish", (nn.Hardswish,), _CONV2D),
     PostOp("relu6", None, sources=(nn.ReLU6,), after=_CONV2D),
     PostOp("silu", F.silu, "swish", (nn.SiLU,), _CONV2D),

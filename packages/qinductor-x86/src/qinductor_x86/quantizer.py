@@ -5,7 +5,8 @@ Scoping follows torchao: module names first, then operator types, then the globa
 config; a pattern is taken by the first pass that matches it. torchao's module-type and
 function-type setters scope *operators* (``nn.Conv2d`` means every ``conv2d`` op), a
 ``None`` config keeps that operator in float, and the global config quantizes only the
-default ops (``matmul`` needs its own operator or module-name config). All configs of
+default ops (the opt-in ``matmul`` needs its own operator or module-name config, or
+``enable("matmul")``). All configs of
 one quantizer must agree on QAT and on static / dynamic; a config that does not is
 skipped with a warning, as upstream.
 """
@@ -18,15 +19,17 @@ from typing import Any, Self
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
-from qcore.annotation.common import addmm_to_linear
 from qcore.annotation.quantizer import NodeFilter, RegistryQuantizer
+from qcore.annotation.registry import Annotator, is_dynamic_config
+from qcore.annotation.transforms import addmm_to_linear
 from qinductor_x86 import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.config import (
     get_default_x86_inductor_quantization_config,
     get_x86_inductor_linear_dynamic_fp16_config,
 )
+from qinductor_x86.operators import operator_of, opt_in_ops
 from qinductor_x86.passthrough import share_int8_outputs
-from qinductor_x86.patterns import INT8_IN_INT8_OUT, OPERATOR_OF, OPT_IN_QUANTIZABLE
+from qinductor_x86.patterns import INT8_IN_INT8_OUT
 
 __all__ = [
     "X86InductorQuantizer",
@@ -93,14 +96,15 @@ class X86InductorQuantizer(RegistryQuantizer):
     ) -> Self:
         if self._skip(quantization_config, f"Skip the quantization config for {key}."):
             return self
-        if key not in OPERATOR_OF:
+        operators = operator_of(self.annotators())
+        if key not in operators:
             warnings.warn(
                 f"{kind}: X86InductorQuantizer cannot scope {key}; known: "
-                f"{', '.join(sorted({getattr(k, '__name__', str(k)) for k in OPERATOR_OF}))}",
+                f"{', '.join(sorted({getattr(k, '__name__', str(k)) for k in operators}))}",
                 stacklevel=3,
             )
             return self
-        return self.set_operator_type(OPERATOR_OF[key], quantization_config)
+        return self.set_operator_type(operators[key], quantization_config)
 
     def _skip(self, config: QuantizationConfig | None, skipped: str) -> bool:
         """Warn and say so when ``config`` mixes QAT / non-QAT or static / dynamic with the
@@ -131,11 +135,23 @@ class X86InductorQuantizer(RegistryQuantizer):
 
     # -- passes ---------------------------------------------------------------------------
 
+    def selected(self, config: QuantizationConfig, operator: Any = None) -> list[Annotator]:
+        """qcore's choice, opt-in annotators included: in this recipe a pass opts them in
+        by its scope (an operator's or a module's config), and :meth:`passes` keeps their
+        ops away from the global pass unless enabled by name."""
+        dynamic, qat = is_dynamic_config(config), bool(config.is_qat)
+        return [
+            a
+            for a in self.annotators()
+            if a.runs_for(is_dynamic=dynamic, is_qat=qat)
+            and (operator is None or a.handles(operator))
+        ]
+
     def passes(self) -> list[Pass]:
         """qcore's passes, with torchao's operator semantics on top: an operator pass
         takes only nodes of its own operator among the int8 pass-through ops; a ``None``
         operator config keeps that operator away from every later pass; the global pass
-        never takes the opt-in ops (``matmul``)."""
+        never takes the ops of opt-in annotators (``matmul``) not enabled by name."""
         result: list[Pass] = []
         kept_float: set[Any] = set()
         for config, base_scope, operator, label in super().passes():
@@ -145,7 +161,7 @@ class X86InductorQuantizer(RegistryQuantizer):
             if kept_float:
                 scope = _without_ops(scope, frozenset(kept_float))
             if operator is None and label == "global":
-                scope = _without_ops(scope, OPT_IN_QUANTIZABLE)
+                scope = _without_ops(scope, opt_in_ops(self.annotators(), self.enabled_opt_in))
             result.append((config, scope, operator, label))
             if operator is not None and config is None:
                 kept_float.add(operator)

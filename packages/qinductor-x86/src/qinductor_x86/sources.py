@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch.fx import GraphModule, Node
-from torchao.quantization.pt2e.graph_utils import get_source_partitions
 
-from qcore.annotation.common import computing
+from qcore.annotation.claims import computing
+from qinductor_x86._torch_private import get_source_partitions
 
 
 @dataclass(frozen=True)

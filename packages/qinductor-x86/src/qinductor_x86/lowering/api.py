@@ -34,12 +34,12 @@ class X86Lowering:
             return
         # Inductor loads here, on first install, not when the plugin is looked up
         from qinductor_x86 import _torch_private as private
-        from qinductor_x86.lowering import hooks, passes
+        from qinductor_x86.lowering import custom_passes, hooks
 
         self._report = LoweringReport(
             target=target().describe(), other_passes=private.builtin_x86_passes()
         )
-        made = passes.make_passes(self._report)
+        made = custom_passes.make_passes(self._report)
         self._installed = [hooks.add(hook, p) for hook, p in made.items()]
 
     def uninstall(self) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 #: Top-level packages whose code is hashed: this repository's (torch's own changes are
 #: covered by Inductor's key, which includes torch's version).
 FIRST_PARTY = ("qinductor_x86", "qcore")
-ROOT_MODULE = "qinductor_x86.lowering.passes"
+ROOT_MODULE = "qinductor_x86.lowering.custom_passes"
 
 
 @functools.cache

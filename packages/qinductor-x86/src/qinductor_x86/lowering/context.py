@@ -18,7 +18,7 @@ from torch.fx import Graph, GraphModule, Node
 
 from qcore.int8.host import Int8Host
 from qinductor_x86 import _torch_private as private
-from qinductor_x86.lowering.counters import bump
+from qinductor_x86.lowering.counters import Family, bump
 
 
 @dataclass
@@ -47,7 +47,7 @@ class CompileContext:
         return self.constants.get(node) if isinstance(node, Node) else None
 
     def record(
-        self, pattern: str, counter: str | None = None, nodes: int = 0, match: Any = None
+        self, pattern: str, counter: Family | None = None, nodes: int = 0, match: Any = None
     ) -> None:
         """One rewrite: a ``report()`` entry and, when torch's copy has one, its counters
         (``nodes``: what torch's pattern for it matches; ``match``: our pattern pass's

@@ -13,30 +13,54 @@ included). Ours are not all pattern matches, and ours match fewer or more nodes,
 
 from __future__ import annotations
 
+from enum import Enum
+
 from qinductor_x86 import _torch_private as private
 
-#: Family -> every key prefix that means it (torch 2.13's first).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "dequant_promotion_matcher": ("dequant_promotion_matcher",),
-    "qconv_weight_prepack_matcher": ("qconv_weight_prepack_matcher",),
-    "qlinear_weight_prepack_matcher": ("qlinear_weight_prepack_matcher",),
-    "qconv_unary_matcher": ("qconv_unary_matcher", "qconv2d_unary_matcher"),
-    "qconv2d_binary_matcher": ("qconv2d_binary_matcher",),
-    "qlinear_unary_matcher": ("qlinear_unary_matcher",),
-    "qlinear_binary_matcher": ("qlinear_binary_matcher",),
-    "qmaxpool2d_matcher": ("qmaxpool2d_matcher",),
-    "qcat_matcher": ("qcat_matcher",),
-    "qreshape_matcher": ("qreshape_matcher",),
-    "woq_matcher": ("woq_matcher",),
-    "qconv_unary_lower": ("qconv_unary_lower",),
-    "qconv2d_binary_lower": ("qconv2d_binary_lower",),
-    "qlinear_unary_lower": ("qlinear_unary_lower",),
-    "qlinear_binary_lower": ("qlinear_binary_lower",),
-}
+
+class Family(Enum):
+    """A pattern family torch counts, valued by every key prefix that means it (torch
+    2.13's first). The one declaration of the keys this lowering bumps: a handler names
+    its family as ``Family.X``, so a misspelt one fails at import and in mypy."""
+
+    DEQUANT_PROMOTION = ("dequant_promotion_matcher",)
+    QCONV_WEIGHT_PREPACK = ("qconv_weight_prepack_matcher",)
+    QLINEAR_WEIGHT_PREPACK = ("qlinear_weight_prepack_matcher",)
+    QCONV_UNARY = ("qconv_unary_matcher", "qconv2d_unary_matcher")
+    QCONV_BINARY = ("qconv2d_binary_matcher",)
+    QLINEAR_UNARY = ("qlinear_unary_matcher",)
+    QLINEAR_BINARY = ("qlinear_binary_matcher",)
+    QMAXPOOL2D = ("qmaxpool2d_matcher",)
+    QCAT = ("qcat_matcher",)
+    QRESHAPE = ("qreshape_matcher",)
+    WOQ = ("woq_matcher",)
+    QCONV_UNARY_LOWER = ("qconv_unary_lower",)
+    QCONV_BINARY_LOWER = ("qconv2d_binary_lower",)
+    QLINEAR_UNARY_LOWER = ("qlinear_unary_lower",)
+    QLINEAR_BINARY_LOWER = ("qlinear_binary_lower",)
+
+    @property
+    def prefixes(self) -> tuple[str, ...]:
+        prefixes: tuple[str, ...] = self.value
+        return prefixes
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every counter key a rewrite of this family bumps."""
+        return tuple(f"{p}_{suffix}" for p in self.prefixes for suffix in ("count", "nodes"))
+
+    @property
+    def alias_keys(self) -> tuple[str, ...]:
+        """The keys of the names other than torch 2.13's (kept for older readers)."""
+        return self.keys[2:]
+
+
 #: Counted once per lift, without a ``_nodes`` twin and not a pattern match (as in torch).
 QUANT_LIFT_UP = "quant_lift_up_count"
 #: Inductor's count of every pattern rewrite, of every pass.
 GENERIC = ("pattern_matcher_count", "pattern_matcher_nodes")
+#: Every key this lowering bumps.
+KEYS = frozenset({*(k for family in Family for k in family.keys), QUANT_LIFT_UP, *GENERIC})
 
 #: The one table of keys that are not equal between torch 2.13's x86 passes (torchao 0.18's
 #: registered too, as importing its quantizer does) and this lowering alone on the same
@@ -44,13 +68,11 @@ GENERIC = ("pattern_matcher_count", "pattern_matcher_nodes")
 #: the x86 int8 rewrites. Every other key either side bumps is equal on every graph of
 #: tests/test_lowering_counters.py, which reads this table.
 ONE_SIDED: dict[str, str] = {
-    **{
-        f"qconv2d_unary_matcher_{suffix}": (
-            "ours only: the seed's name for qconv_unary_matcher (torch 2.13 renamed it), "
-            "kept as an alias with the same value"
-        )
-        for suffix in ("count", "nodes")
-    },
+    **dict.fromkeys(
+        Family.QCONV_UNARY.alias_keys,
+        "ours only: the seed's name for qconv_unary_matcher (torch 2.13 renamed it), "
+        "kept as an alias with the same value",
+    ),
     QUANT_LIFT_UP: (
         "torch's pre-grad lift-up counts it, but torchao's copy of that pass (installed as "
         "pre_grad_custom_pass when its quantizer module is imported) runs first and lifts "
@@ -67,16 +89,21 @@ ONE_SIDED: dict[str, str] = {
 }
 
 
-def bump(family: str, nodes: int, matched: int | None = None) -> None:
+def bump(family: Family, nodes: int, matched: int | None = None) -> None:
     """One rewrite of ``family`` that torch's pattern would match on ``nodes`` nodes.
 
     ``matched``: how many nodes our own pattern matched when the rewrite is one of our
     pattern passes' (Inductor has counted that match already), None otherwise.
     """
-    for prefix in FAMILIES[family]:
+    for prefix in family.prefixes:
         private.count(f"{prefix}_count")
         private.count(f"{prefix}_nodes", nodes)
     count_key, nodes_key = GENERIC
     if matched is None:
         private.count(count_key)
     private.count(nodes_key, nodes - (matched or 0))
+
+
+def lifted_up() -> None:
+    """One quantize lifted above views (torch's pre-grad pass counts each)."""
+    private.count(QUANT_LIFT_UP)

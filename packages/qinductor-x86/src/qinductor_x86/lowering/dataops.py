@@ -18,6 +18,7 @@ from torch.fx import Node
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, tracing
 from qinductor_x86.lowering.context import current, val
+from qinductor_x86.lowering.counters import Family
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class DataOp:
     op on the codes, from the matched op node; ``family``: torch's counter for it."""
 
     name: str
-    family: str
+    family: Family
     region: Callable[[torch.Tensor], torch.Tensor]
     replace: Callable[[Node, list[Node]], tuple[Any, tuple[Any, ...]]]
     example_shape: tuple[int, ...] = (2, 4, 9, 9)
@@ -44,13 +45,13 @@ def _reshape_codes(reshape: Node, codes: list[Node]) -> tuple[Any, tuple[Any, ..
 DATA_OPS = (
     DataOp(
         "max_pool2d",
-        "qmaxpool2d_matcher",
+        Family.QMAXPOOL2D,
         lambda x: F.max_pool2d(tracing.dq_activation(x), 3, 2, 1),
         _max_pool_codes,
     ),
     DataOp(
         "reshape",
-        "qreshape_matcher",
+        Family.QRESHAPE,
         lambda x: tracing.dq_activation(x).reshape(2, -1),
         _reshape_codes,
     ),
@@ -111,7 +112,7 @@ def _rewriter(op: DataOp) -> Callable[..., None]:
 def _cat(match: Any, *args: Any, **kwargs: Any) -> None:
     cat = next(n for n in match.nodes if n.target is ops.aten.cat.default)
     codes = [dq.args[0] for dq in cat.args[0]]
-    _replace(match, ops.aten.cat.default, (codes, *cat.args[1:]), "cat", "qcat_matcher")
+    _replace(match, ops.aten.cat.default, (codes, *cat.args[1:]), "cat", Family.QCAT)
 
 
 def _requantize(match: Any, *args: Any, **kwargs: Any) -> None:
@@ -120,7 +121,7 @@ def _requantize(match: Any, *args: Any, **kwargs: Any) -> None:
     current().record("requantize with the same qparams dropped (the codes themselves)")
 
 
-def _replace(match: Any, target: Any, new_args: tuple[Any, ...], name: str, family: str) -> None:
+def _replace(match: Any, target: Any, new_args: tuple[Any, ...], name: str, family: Family) -> None:
     ctx = current()
     quant = match.output_node()
     with ctx.graph.inserting_before(quant):

@@ -20,11 +20,11 @@ from torch.fx import Node
 
 from qinductor_x86.lowering import ops
 from qinductor_x86.lowering.context import CompileContext
+from qinductor_x86.lowering.kernels import Convolution
+from qinductor_x86.lowering.prepack import unsupported_conv
 
 FOLDED = "weight of a conv / linear left in float dequantized at compile time"
 WEIGHT_DEQUANTIZE = frozenset({ops.DEQUANTIZE_PER_CHANNEL, *ops.DEQUANTIZE})
-#: What may sit between a weight's dequantize and the op that uses it.
-_ON_THE_WAY = frozenset({*ops.VIEWS, ops.CONVERT, ops.aten.clone.default, ops.aten.expand.default})
 
 
 def fold(ctx: CompileContext) -> None:
@@ -51,17 +51,18 @@ def _computes_reading(dq: Node) -> list[Node]:
         node = stack.pop()
         if node.target in ops.COMPUTE:
             found.append(node)
-        elif node.target in _ON_THE_WAY:
+        elif node.target in ops.TO_COMPUTE:
             stack.extend(node.users)
     return found
 
 
 def _reason(compute: Node) -> str:
-    if compute.target is ops.aten.convolution.default and compute.args[6]:
-        return "a transposed convolution has no oneDNN int8 lowering here"
-    weight = compute.args[1]
-    value = weight.meta.get("val") if isinstance(weight, Node) else None
-    is_conv = compute.target is ops.aten.convolution.default
-    if is_conv and isinstance(value, torch.Tensor) and value.dim() not in (3, 4):
-        return f"a {value.dim() - 2}-D convolution has no lowering here"
+    if compute.target is ops.aten.convolution.default:
+        conv = Convolution.of(compute)
+        value = conv.weight.meta.get("val") if isinstance(conv.weight, Node) else None
+        # (a conv's weight has its input's rank)
+        rank = value.dim() if isinstance(value, torch.Tensor) else None
+        unsupported = unsupported_conv(conv, rank)
+        if unsupported is not None:
+            return unsupported
     return "its weight's quantization has no oneDNN int8 form here"

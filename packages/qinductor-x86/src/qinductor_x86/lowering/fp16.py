@@ -19,18 +19,16 @@ import torch
 from torch.fx import Node
 
 from qinductor_x86 import _torch_private as private
-from qinductor_x86.lowering import prepack, tracing
+from qinductor_x86.lowering import ops, prepack, tracing
 from qinductor_x86.lowering.context import current, val
+from qinductor_x86.lowering.counters import Family
 from qinductor_x86.lowering.ops import qd
 
 #: quantized_decomposed's cast that no fusion folds: what an fp16 weight is read through.
 CAST = qd.convert_element_type.no_fuse
 LINEAR_FORMS = tuple(form for form in prepack.FORMS if form.kind == "linear")
 #: relu fused? -> oneDNN's fp16 kernel
-KERNELS = {
-    False: torch.ops.onednn.linear_dynamic_fp16.default,
-    True: torch.ops.onednn.linear_relu_dynamic_fp16.default,
-}
+KERNELS = {False: ops.LINEAR_DYNAMIC_FP16, True: ops.LINEAR_RELU_DYNAMIC_FP16}
 
 
 def holds_fp16_weight(node: Node) -> bool:
@@ -83,7 +81,7 @@ def _rewriter(form: prepack.Form, relu: bool) -> Callable[..., None]:
         assert weight is not None
         x = kwargs["x"]
         x_shape = prepack.static_shape(val(x))
-        packed = torch.ops.onednn.linear_prepack_fp16(weight, x_shape)
+        packed = private.prepack_linear_fp16(weight, x_shape)
         with ctx.graph.inserting_before(out):
             packed_node = ctx.constant_node("_qinductor_x86_packed_fp16", packed)
             result = ctx.call(KERNELS[relu], (x, packed_node, kwargs.get("b")))
@@ -91,7 +89,7 @@ def _rewriter(form: prepack.Form, relu: bool) -> Callable[..., None]:
         match.erase_nodes()
         ctx.record(
             f"{form.name} fp16 dynamic weight prepack{' + relu' if relu else ''}",
-            "qlinear_weight_prepack_matcher",
+            Family.QLINEAR_WEIGHT_PREPACK,
             len(match.nodes),
             match,
         )

@@ -30,6 +30,8 @@ from torch.fx import Node
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, saturation, tracing
 from qinductor_x86.lowering.context import CompileContext, current, val
+from qinductor_x86.lowering.counters import Family
+from qinductor_x86.lowering.kernels import QLinear, float_output
 from qinductor_x86.lowering.prepack import static_shape
 
 INT_MM = ops.aten._int_mm.default
@@ -56,7 +58,7 @@ class Form:
         rows = a.reshape(-1, a.shape[-1]) if self.reshaped else a
         if self.unsigned:
             rows = (rows.to(torch.int32) + SHIFT).to(torch.uint8)
-        acc = torch._int_mm(rows, b)
+        acc: torch.Tensor = INT_MM(rows, b)
         if self.unsigned:
             acc = acc - b.sum(dim=0, keepdim=True, dtype=torch.int32) * SHIFT
         y = acc.to(x_scale.dtype) * x_scale
@@ -189,7 +191,7 @@ def _rewriter(form: Form) -> Callable[..., None]:
         compensation = 2 if form.unsigned else 0
         ctx.record(
             f"{form.name} weight prepack",
-            "qlinear_weight_prepack_matcher",
+            Family.QLINEAR_WEIGHT_PREPACK,
             len(match.nodes) - compensation,
             match,
         )
@@ -232,7 +234,7 @@ def _kernel(  # noqa: PLR0917
         weight = saturation.doubled_weight(weight)
         if x_shape is not None:
             x_shape[dim] *= 2
-    packed = ctx.constant_node("_qinductor_x86_packed", torch.ops.onednn.qlinear_prepack(weight, x_shape))
+    packed = ctx.constant_node("_qinductor_x86_packed", private.prepack_qlinear(weight, x_shape))
     w_scale = kwargs["w_scale"]
     if val(w_scale).dtype != torch.float32:
         w_scale = ctx.call(ops.CONVERT, (w_scale, torch.float32))
@@ -243,17 +245,13 @@ def _kernel(  # noqa: PLR0917
             if form.unsigned
             else None
         )
-        return ctx.call(
-            ops.QLINEAR_TENSOR,
-            (codes, kwargs["x_scale"], x_zp, packed, w_scale, None, bias, 1.0, 0, dtype, "none", [], ""),
-        )
+        kernel = QLinear(codes, kwargs["x_scale"], x_zp, packed, w_scale, None, bias, **float_output(dtype))
+        return ctx.call(ops.QLINEAR_TENSOR, kernel.to_args())
     # oneDNN takes one activation scale: the per-row one multiplies the float result
     scaled_dtype = val(kwargs["x_scale"]).dtype
-    y = ctx.call(
-        ops.QLINEAR,
-        (codes, 1.0, SHIFT if form.unsigned else 0, packed, w_scale, None, None, 1.0, 0,
-         scaled_dtype, "none", [], ""),
-    )  # fmt: skip
+    zero_point = SHIFT if form.unsigned else 0
+    kernel = QLinear(codes, 1.0, zero_point, packed, w_scale, None, None, **float_output(scaled_dtype))
+    y = ctx.call(ops.QLINEAR, kernel.to_args())
     y = ctx.call(ops.aten.mul.Tensor, (y, kwargs["x_scale"]))
     if bias is not None:
         y = ctx.call(ops.aten.add.Tensor, (y, bias))

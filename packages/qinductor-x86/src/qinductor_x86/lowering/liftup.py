@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from torch.fx import Graph, Node
 
-from qinductor_x86 import _torch_private as private
-from qinductor_x86.lowering import ops
-from qinductor_x86.lowering.counters import QUANT_LIFT_UP
+from qinductor_x86.lowering import counters, ops
 
-#: The views torch's pass lifts over (a per-tensor quantize commutes with each).
-LIFTABLE = frozenset(
-    {ops.aten.transpose.int, ops.aten.permute.default, ops.aten.view.default, ops.aten.reshape.default}
-)
+#: The views torch's pass lifts over (a per-tensor quantize commutes with each): all but
+#: ``_unsafe_view``, which torch's pass leaves alone. Lifting exactly where torch's does
+#: keeps its counters and its later patterns seeing the same graph.
+LIFTABLE = ops.VIEWS - {ops.aten._unsafe_view.default}
 
 
 def lift_quantizes(graph: Graph) -> int:
@@ -39,7 +37,7 @@ def lift_quantizes(graph: Graph) -> int:
         first_view.replace_input_with(source, lifted_quant)
         quant.replace_all_uses_with(quant.args[0])
         graph.erase_node(quant)
-        private.count(QUANT_LIFT_UP)
+        counters.lifted_up()
         lifted += 1
     return lifted
 

@@ -21,29 +21,18 @@ Q_DQ = frozenset(
 )
 
 QCONV = onednn.qconv_pointwise.default
+QCONV_TENSOR = onednn.qconv_pointwise.tensor
 QCONV_BINARY = onednn.qconv2d_pointwise.binary
+QCONV_BINARY_TENSOR = onednn.qconv2d_pointwise.binary_tensor
 QLINEAR = onednn.qlinear_pointwise.default
 QLINEAR_TENSOR = onednn.qlinear_pointwise.tensor
 QLINEAR_BINARY = onednn.qlinear_pointwise.binary
 QLINEAR_BINARY_TENSOR = onednn.qlinear_pointwise.binary_tensor
-#: The oneDNN int8 kernels this lowering emits (and torch's copy emits): what "lowered" means.
-INT8_KERNELS = frozenset(
-    {
-        QCONV,
-        onednn.qconv_pointwise.tensor,
-        QCONV_BINARY,
-        onednn.qconv2d_pointwise.binary_tensor,
-        QLINEAR,
-        QLINEAR_TENSOR,
-        QLINEAR_BINARY,
-        QLINEAR_BINARY_TENSOR,
-    }
-)
+#: oneDNN's fp16 dynamic linear (and with a fused relu) on a prepacked fp16 weight.
+LINEAR_DYNAMIC_FP16 = onednn.linear_dynamic_fp16.default
+LINEAR_RELU_DYNAMIC_FP16 = onednn.linear_relu_dynamic_fp16.default
 #: ATen's int8 weight-only matmul (no oneDNN prepack; the weight stays a plain int8 tensor).
 WEIGHT_ONLY = aten._weight_int8pack_mm.default
-#: Kernels a post-op can still be fused into: the plain forms weight prepack emits.
-FUSABLE = {QCONV: "conv", QLINEAR: "linear", QLINEAR_TENSOR: "linear"}
-
 CONVERT = prims.convert_element_type.default
 #: Float computations whose weights can be prepacked, and what they are.
 COMPUTE = {
@@ -52,13 +41,24 @@ COMPUTE = {
     aten.addmm.default: "linear",
     aten.bmm.default: "linear",
 }
-#: Ops that only move data: lifting a quantize over them, or reading through them, is exact.
+#: Views: the same values in another shape, read in place. Lifting a quantize over them,
+#: or reading a value through them, is exact.
 VIEWS = frozenset(
-    {
-        aten.view.default,
-        aten.reshape.default,
-        aten.permute.default,
-        aten.transpose.int,
-        aten._unsafe_view.default,
-    }
+    {aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int, aten._unsafe_view.default}
 )
+#: Ops that only move or select values of one tensor (the views, and copies, broadcasts,
+#: slices): any per-value map of int8 codes (``+ 128``) commutes with them.
+MOVES = VIEWS | {
+    aten.clone.default,
+    aten.expand.default,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.slice.Tensor,
+    aten.select.int,
+}
+#: What a dequantized value flows through unchanged on its way to the op that computes
+#: with it: views, a clone or broadcast (moves that keep every value where a conv or
+#: matmul finds it), and a dtype cast (int8-mixed-bf16 graphs cast it to bf16 there).
+TO_COMPUTE = frozenset({*VIEWS, aten.clone.default, aten.expand.default, CONVERT})

@@ -31,11 +31,13 @@ from qinductor_x86.lowering import (
     woq,
 )
 from qinductor_x86.lowering.context import CompileContext, lowering
+from qinductor_x86.lowering.kernels import INT8_KERNELS
 from qinductor_x86.lowering.report import GraphRecord, everything_in_float, left_in_float
 
-#: The pattern families, in the order they run: prepack creates the kernels post-op fusion
-#: grows, and data movement on codes needs the quantizes fusion leaves.
-FAMILIES: tuple[tuple[str, Callable[[Any], None]], ...] = (
+#: The pattern passes (a name and what registers its patterns), in the order they run:
+#: prepack creates the kernels post-op fusion grows, and data movement on codes needs the
+#: quantizes fusion leaves.
+PATTERN_PASS_ORDER: tuple[tuple[str, Callable[[Any], None]], ...] = (
     ("weight prepack", prepack.register),
     ("int8 matmul", intmm.register),
     ("fp16 dynamic linear", fp16.register),
@@ -55,7 +57,7 @@ NO_ONEDNN = "not lowered: this torch build has no oneDNN (mkldnn) CPU backend"
 def pattern_passes() -> tuple[Any, ...]:
     """The pattern passes, traced and built on first use (a few seconds, once)."""
     built = []
-    for name, register in FAMILIES:
+    for name, register in PATTERN_PASS_ORDER:
         pattern_pass = private.PatternMatcherPass(pass_name=f"qinductor_x86: {name}")
         register(pattern_pass)
         built.append(pattern_pass)
@@ -105,5 +107,5 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
     graph.eliminate_dead_code()
     private.restore_views(gm)
     graph.lint()
-    kernels = sum(n.target in ops.INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)
+    kernels = sum(n.target in INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)
     return GraphRecord(context.lowered, left_in_float(graph, context.declined), kernels)

@@ -12,8 +12,10 @@ fused nodes.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, cast
 
 import torch
@@ -22,15 +24,24 @@ from torch.fx import Node
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, tracing
 from qinductor_x86.lowering.context import CompileContext, ancestors, current, val
+from qinductor_x86.lowering.counters import Family
+from qinductor_x86.lowering.kernels import (
+    BINARY_OF,
+    INT8_KERNELS,
+    KERNELS,
+    QConv,
+    QConvBinary,
+    QLinear,
+    QLinearBinary,
+)
 from qinductor_x86.postop_table import ADD, POST_OPS, PostOp
 
-#: Where a kernel's output qparams start in its arguments (prepack's layout), by kind.
-OUTPUT_AT = {"conv": 11, "linear": 7}
 FLOATS = (torch.float32, torch.bfloat16)
 INT8_RANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
 
-#: No post-op: the output quantize alone fuses into the kernel.
-NONE = PostOp("none", lambda x: x, "none")
+#: No post-op: the output quantize alone fuses into the kernel (a clamp to nothing, so a
+#: narrower output range folds into it as a hardtanh).
+NONE = PostOp("none", lambda x: x, "none", clamps=(-math.inf, math.inf))
 #: The unary post-ops the kernels fuse, from the table (rows lowered through another have
 #: no PyTorch of their own).
 UNARY = (NONE, *(p for p in POST_OPS if p.fn is not None))
@@ -39,42 +50,50 @@ UNARY = (NONE, *(p for p in POST_OPS if p.fn is not None))
 def traceable(post: PostOp) -> Callable[[torch.Tensor], torch.Tensor]:
     """``post`` as a function of ``x`` alone, its scalars the placeholders tracing captures."""
     fn = cast(Callable[..., torch.Tensor], post.fn)
-    return lambda x: fn(x, *(tracing.MAGIC[s] for s in post.scalars))
+    return lambda x: fn(x, *(tracing.placeholder(s) for s in post.scalars))
+
+
+class Side(Enum):
+    """Which operand of the binary post-op the kernel's output is."""
+
+    LEFT = "left"
+    RIGHT = "right"
 
 
 @dataclass(frozen=True)
 class Row:
     """One registered pattern: the table's binary post-op with the kernel's output as its
-    ``side`` operand ("" for none), then ``unary``, then the output quantize or not.
+    ``side`` operand (None: no binary post-op), then ``unary``, then the output quantize
+    or not.
 
     ``cast_back``: the sum cast back to the kernel's dtype before the rest, as an in-place
     ``kernel.add_(residual)`` of a bf16 kernel and a float32 residual computes it."""
 
     unary: PostOp
-    side: str
+    side: Side | None
     quantized_output: bool
     cast_back: bool = False
 
     def region(self, *inputs: torch.Tensor) -> torch.Tensor:
-        x, *other = inputs if self.side != "right" else inputs[::-1]
-        y = ADD.fn(x, *other) if self.side else x
+        x, *other = inputs if self.side is not Side.RIGHT else inputs[::-1]
+        y = ADD.fn(x, *other) if self.side is not None else x
         return traceable(self.unary)(y.to(inputs[0].dtype) if self.cast_back else y)
 
     @property
     def label(self) -> str:
-        parts = [ADD.name] if self.side else []
+        parts = [ADD.name] if self.side is not None else []
         parts += [self.unary.name] if self.unary is not NONE else []
         return " + ".join([*parts, *(["quantize"] if self.quantized_output else [])])
 
 
 #: Unary rows, then binary ones (followed by nothing or a unary that may follow an add).
 ROWS = [
-    *(Row(u, "", q) for u in UNARY for q in (True, False) if u is not NONE or q),
+    *(Row(u, None, q) for u in UNARY for q in (True, False) if u is not NONE or q),
     *(
         Row(u, side, q, cast_back)
         for cast_back in (True, False)
         for u in (NONE, *(p for p in UNARY if p.after_add))
-        for side in ("left", "right")
+        for side in Side
         for q in (True, False)
     ),
 ]
@@ -93,9 +112,9 @@ def register(pass_dict: Any) -> None:
     seen: set[str] = set()
     for row, (dtype, other_dtype) in itertools.product(ROWS, OPERAND_DTYPES):
         mixed = other_dtype != dtype
-        if (mixed and not row.side) or (row.cast_back and not mixed):
+        if (mixed and row.side is None) or (row.cast_back and not mixed):
             continue  # a unary row has no residual; with one dtype nothing is cast back
-        dtypes = (dtype, other_dtype) if row.side else (dtype,)
+        dtypes = (dtype, other_dtype) if row.side is not None else (dtype,)
         region = tracing.trace(
             row.region,
             [torch.randn(2, 8, dtype=d) for d in dtypes],
@@ -114,16 +133,16 @@ def _checker(row: Row) -> Callable[[Any], bool]:
     def check(match: Any) -> bool:
         ctx = current()
         x = match.kwargs["x"]
-        kind = ops.FUSABLE.get(cast(Any, x.target)) if isinstance(x, Node) else None
-        if kind is None:
+        if not isinstance(x, Node) or x.target not in BINARY_OF:
             return False  # not a kernel of ours: nothing to fuse into
+        kind = KERNELS[x.target].kind
         anchor = match.output_node()
-        at = OUTPUT_AT[kind]
-        if x.args[at + 3] != "none" or x.args[at + 2] not in FLOATS:
+        kernel = _unary_kernel(x)
+        if kernel.attr != "none" or kernel.o_dtype not in FLOATS:
             return False  # already carries a post-op or an output quantize
         if kind not in row.unary.kernels:
             return ctx.decline(anchor, f"oneDNN's int8 {kind} has no {row.unary.name} post-op")
-        if ctx.others_follow and not row.quantized_output and not row.side:
+        if ctx.others_follow and not row.quantized_output and row.side is None:
             # torch's (and torchao's) copy fuses a float-output unary post-op itself, in a
             # pass after its int8-output fusions; a kernel that already carries a post-op
             # trips its assertion when another of its patterns matches what follows. So
@@ -133,11 +152,18 @@ def _checker(row: Row) -> Callable[[Any], bool]:
             return ctx.decline(anchor, f"{x.name}'s float output is read elsewhere too")
         if row.quantized_output and not _fusable_quantize(ctx, match, anchor):
             return False
-        if row.side:
+        if row.side is not None:
             return _binary_ok(ctx, match, kind, x, anchor)
         return True
 
     return check
+
+
+def _unary_kernel(node: Node) -> QConv | QLinear:
+    """The arguments of the fusable kernel ``node`` calls."""
+    kernel = KERNELS[node.target].args.of(node)
+    assert isinstance(kernel, QConv | QLinear)
+    return kernel
 
 
 def _fusable_quantize(ctx: CompileContext, match: Any, anchor: Node) -> bool:
@@ -151,7 +177,7 @@ def _fusable_quantize(ctx: CompileContext, match: Any, anchor: Node) -> bool:
 def _binary_ok(ctx: CompileContext, match: Any, kind: str, x: Node, anchor: Node) -> bool:
     other = match.kwargs["other"]
     x_val, other_val = val(x), val(other)
-    if other_val is None or other_val.shape != x_val.shape or other is x.args[0]:
+    if other_val is None or other_val.shape != x_val.shape or other is _unary_kernel(x).x:
         return ctx.decline(anchor, "the added tensor does not have the kernel's output shape")
     if kind == "linear":
         return True
@@ -161,11 +187,11 @@ def _binary_ok(ctx: CompileContext, match: Any, kind: str, x: Node, anchor: Node
     if match.kwargs.get("o_dtype") is None:
         return True  # float output: the sum overwrites the dequantized copy, read only here
     accum = other.args[0]
-    if accum is x.args[0]:
+    if accum is _unary_kernel(x).x:
         return ctx.decline(anchor, "the residual is the conv's own input (an in-place sum would overwrite it)")
     past = ancestors(x)
     later_readers = [u for u in accum.users if u is not other and u not in past]
-    fresh = accum.target in ops.QUANTIZE or accum.target in ops.INT8_KERNELS
+    fresh = accum.target in ops.QUANTIZE or accum.target in INT8_KERNELS
     if later_readers or not fresh or val(accum).dtype != match.kwargs["o_dtype"]:
         return ctx.decline(anchor, "the residual's int8 buffer is read again after the add")
     return True
@@ -175,30 +201,30 @@ def _rewriter(row: Row) -> Callable[..., None]:
     def rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
         ctx = current()
         x: Node = kwargs["x"]
-        kind = ops.FUSABLE[cast(Any, x.target)]
+        kernel = _unary_kernel(x)
         anchor = match.output_node()
-        at = OUTPUT_AT[kind]
-        head = x.args[:at]
-        out = (
-            (kwargs["o_scale"], kwargs["o_zp"], kwargs["o_dtype"])
+        output = (
+            Output(kwargs["o_scale"], kwargs["o_zp"], kwargs["o_dtype"])
             if row.quantized_output
-            else (1.0, 0, val(anchor).dtype)
+            else Output(1.0, 0, val(anchor).dtype)
         )
         unary = row.unary
-        post = (unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
+        post = Unary(unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
         qrange = (kwargs.get("o_qmin"), kwargs.get("o_qmax"))
         narrow = row.quantized_output and qrange != INT8_RANGES[kwargs["o_dtype"]]
-        if narrow and not row.side and unary.attr in _CLAMPS:
+        if narrow and row.side is None and unary.clamps is not None:
             post, narrow = _range_as_hardtanh(unary, post, kwargs), False
         erased_extra: list[Node] = []
-        if not row.side:
-            target, new_args = x.target, (*head, *out, *post)
-        elif kind == "conv":
-            target, new_args, erased_extra = _conv_binary(kwargs, head, out, post)
+        fused_kernel: QConv | QLinear | QConvBinary | QLinearBinary
+        if row.side is None:
+            fused_kernel = replace(kernel, **output.fields(), **post.fields())
+        elif isinstance(kernel, QConv):
+            fused_kernel, erased_extra = _conv_binary(kernel, kwargs, output, post)
         else:
-            target, new_args = _linear_binary(x, kwargs, head, out, post, match.nodes)
+            fused_kernel = _linear_binary(x, kernel, kwargs, output, post, match.nodes)
+        target = BINARY_OF[x.target] if row.side is not None else x.target
         with ctx.graph.inserting_before(anchor):
-            fused = ctx.call(target, new_args)
+            fused = ctx.call(target, fused_kernel.to_args())
             if narrow:
                 fused = _clamp_codes(ctx, fused, kwargs["o_qmin"], kwargs["o_qmax"], kwargs["o_dtype"])
         anchor.replace_all_uses_with(fused)
@@ -207,31 +233,66 @@ def _rewriter(row: Row) -> Callable[..., None]:
         for node in (x, *erased_extra):
             if not node.users:
                 ctx.graph.erase_node(node)
-        arity = "binary" if row.side else "unary"
-        family = f"q{kind}{'2d' if (kind, arity) == ('conv', 'binary') else ''}_{arity}_matcher"
+        kind = KERNELS[x.target].kind
         dtype = "int8" if row.quantized_output else "float"
-        ctx.record(f"{kind} + {row.label} ({dtype} output)", family, len(replaced), match)
+        ctx.record(
+            f"{kind} + {row.label} ({dtype} output)", _COUNTERS[kind, row.side is not None],
+            len(replaced), match,
+        )  # fmt: skip
 
     return rewrite
 
 
-#: Unary post-ops that are a clamp, into which a narrower quant range folds.
-_CLAMPS = ("none", "relu", "hardtanh")
+#: torch's counter family for a fusion, by layer kind and whether it fuses an add.
+_COUNTERS = {
+    ("conv", False): Family.QCONV_UNARY,
+    ("conv", True): Family.QCONV_BINARY,
+    ("linear", False): Family.QLINEAR_UNARY,
+    ("linear", True): Family.QLINEAR_BINARY,
+}
 
 
-def _range_as_hardtanh(
-    unary: PostOp, post: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Any, ...]:
+@dataclass(frozen=True)
+class Output:
+    """A fused kernel's output: its quantize's parameters, or ``(1.0, 0, float dtype)``."""
+
+    scale: Any
+    zero_point: Any
+    dtype: Any
+
+    def fields(self) -> dict[str, Any]:
+        return {"o_scale": self.scale, "o_zp": self.zero_point, "o_dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class Unary:
+    """A fused unary post-op as oneDNN takes it: attribute, scalars, algorithm."""
+
+    attr: str
+    scalars: list[float]
+    algorithm: str
+
+    def fields(self) -> dict[str, Any]:
+        return {"attr": self.attr, "scalars": self.scalars, "algorithm": self.algorithm}
+
+    def binary_fields(self) -> dict[str, Any]:
+        """The same, as a binary kernel's trailing unary post-op."""
+        return {
+            "unary_attr": self.attr,
+            "unary_scalars": self.scalars,
+            "unary_algorithm": self.algorithm,
+        }
+
+
+def _range_as_hardtanh(unary: PostOp, post: Unary, kwargs: dict[str, Any]) -> Unary:
     """A quant range narrower than its dtype (7-bit activations), as a float clamp before
     the fused quantize: ``q(clamp(y, (qmin - zp) s, (qmax - zp) s))`` has exactly the codes
-    ``clamp(q(y), qmin, qmax)``. relu and hardtanh are clamps too, so they merge into it."""
+    ``clamp(q(y), qmin, qmax)``. A clamp-like post-op (the table's ``clamps``: relu,
+    hardtanh) merges into it."""
     scale, zero_point = kwargs["o_scale"], kwargs["o_zp"]
     low, high = (kwargs["o_qmin"] - zero_point) * scale, (kwargs["o_qmax"] - zero_point) * scale
-    if unary.attr == "relu":
-        low = max(low, 0.0)
-    elif unary.attr == "hardtanh":
-        low, high = max(low, post[1][0]), min(high, post[1][1])
-    return ("hardtanh", [low, high], "")
+    clamp_low, clamp_high = unary.bounds(post.scalars)
+    return Unary("hardtanh", [max(low, clamp_low), min(high, clamp_high)], "")
 
 
 def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int, dtype: Any) -> Node:
@@ -247,8 +308,8 @@ def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int, dtype: 
 
 
 def _conv_binary(
-    kwargs: dict[str, Any], head: tuple[Any, ...], out: tuple[Any, ...], post: tuple[Any, ...]
-) -> tuple[Any, tuple[Any, ...], list[Node]]:
+    conv: QConv, kwargs: dict[str, Any], output: Output, post: Unary
+) -> tuple[QConvBinary, list[Node]]:
     """``qconv2d_pointwise.binary`` with oneDNN's in-place "sum": into the raw int8
     accumulator when the output is quantized, into the dequantized copy otherwise."""
     dq_other: Node = kwargs["other"]
@@ -256,13 +317,18 @@ def _conv_binary(
         accum, accum_scale, accum_zp, extra = dq_other.args[0], dq_other.args[1], dq_other.args[2], [dq_other]
     else:
         accum, accum_scale, accum_zp, extra = dq_other, 1.0, 0, []
-    new_args = (*head[:6], accum, *head[6:], *out, accum_scale, accum_zp, ADD.in_place, 1.0, *post)
-    return ops.QCONV_BINARY, new_args, extra
+    binary = QConvBinary(
+        conv.x, conv.x_scale, conv.x_zp, conv.w, conv.w_scale, conv.w_zp, accum, conv.bias,
+        conv.stride, conv.padding, conv.dilation, conv.groups,
+        **output.fields(), accum_scale=accum_scale, accum_zp=accum_zp,
+        binary_attr=ADD.in_place, alpha=1.0, **post.binary_fields(),
+    )  # fmt: skip
+    return binary, extra
 
 
 def _linear_binary(  # noqa: PLR0917
-    x: Node, kwargs: dict[str, Any], head: Any, out: Any, post: Any, fused: list[Node]
-) -> tuple[Any, tuple[Any, ...]]:
+    x: Node, linear: QLinear, kwargs: dict[str, Any], output: Output, post: Unary, fused: list[Node]
+) -> QLinearBinary:
     """``qlinear_pointwise.binary``: "add" into a quantized output, in-place "sum" into a
     float output when the added tensor is a buffer nobody reads afterwards (its readers
     are the fused ``add`` and nodes the kernel depends on), as torch's copy chooses."""
@@ -271,9 +337,11 @@ def _linear_binary(  # noqa: PLR0917
     overwritable = (
         private.makes_new_tensor(other)
         and all(u in fused or u in past for u in other.users)
-        and val(other).dtype == out[2]
+        and val(other).dtype == output.dtype
     )
     binary = ADD.attr if kwargs.get("o_dtype") is not None or not overwritable else ADD.in_place
-    target = ops.QLINEAR_BINARY_TENSOR if x.target is ops.QLINEAR_TENSOR else ops.QLINEAR_BINARY
-    new_args = (*head[:6], other, head[6], *out, 1.0, 0, binary, 1.0, *post)
-    return target, new_args
+    return QLinearBinary(
+        linear.x, linear.x_scale, linear.x_zp, linear.w, linear.w_scale, linear.w_zp, other,
+        linear.bias, **output.fields(), other_scale=1.0, other_zp=0, binary_attr=binary,
+        alpha=1.0, **post.binary_fields(),
+    )  # fmt: skip

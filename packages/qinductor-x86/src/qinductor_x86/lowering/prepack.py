@@ -26,6 +26,21 @@ from torch.fx import Node
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, saturation, tracing
 from qinductor_x86.lowering.context import CompileContext, current, val
+from qinductor_x86.lowering.counters import Family
+from qinductor_x86.lowering.kernels import Convolution, QConv, QLinear, float_output
+
+#: Why a float conv has no oneDNN int8 form here (also said of one left in float later).
+TRANSPOSED_CONV = "a transposed convolution has no oneDNN int8 lowering here"
+
+
+def unsupported_conv(conv: Convolution, rank: int | None) -> str | None:
+    """Why oneDNN's int8 conv cannot compute ``conv`` on tensors of ``rank`` dimensions
+    (None: it can, as far as its kind and shape go)."""
+    if conv.transposed:
+        return TRANSPOSED_CONV
+    if rank is not None and rank not in (3, 4):
+        return f"a {rank - 2}-D convolution has no lowering here"
+    return None
 
 
 @dataclass(frozen=True)
@@ -124,10 +139,10 @@ def _checker(form: Form) -> Callable[[Any], bool]:
         if kwargs["w_qmin"] < -128 or kwargs["w_qmax"] > 127:
             return ctx.decline(compute, "its weight is not int8")
         if form.kind == "conv":
-            if compute.args[6]:  # the traced pattern says False; never trust a wildcard here
-                return ctx.decline(compute, "a transposed convolution has no oneDNN int8 lowering here")
-            if x.dim() not in (3, 4):
-                return ctx.decline(compute, f"a {x.dim() - 2}-D convolution has no lowering here")
+            # (the traced pattern says not transposed; never trust a wildcard here)
+            unsupported = unsupported_conv(Convolution.of(compute), x.dim())
+            if unsupported is not None:
+                return ctx.decline(compute, unsupported)
             if ctx.constant(kwargs["w_scale"]) is None:
                 return ctx.decline(compute, "its weight scales are not frozen constants")
             return True
@@ -154,8 +169,12 @@ def linear_layout_ok(match: Any, x: torch.Tensor, kwargs: dict[str, Any]) -> boo
     )
 
 
+#: torch's counter family for prepacking a weight, by layer kind.
+COUNTERS = {"conv": Family.QCONV_WEIGHT_PREPACK, "linear": Family.QLINEAR_WEIGHT_PREPACK}
+
+
 def _rewriter(form: Form, dynamic: bool) -> Callable[..., None]:
-    family = f"q{form.kind}_weight_prepack_matcher"
+    family = COUNTERS[form.kind]
 
     def rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
         ctx = current()
@@ -212,32 +231,38 @@ def _kernel(
         weight = saturation.doubled_weight(weight)
         if x_shape is not None:
             x_shape[dim] *= 2
-    conv_args = tuple(compute.args[i] for i in (3, 4, 5, 8)) if form.kind == "conv" else ()
-    if form.kind == "conv":
-        stride, padding, dilation, groups = conv_args
-        packed = torch.ops.onednn.qconv_prepack(
+    conv = Convolution.of(compute) if form.kind == "conv" else None
+    if conv is not None:
+        packed = private.prepack_qconv(
             weight, ctx.constant(kwargs["w_scale"]), kwargs["x_scale"], kwargs["x_zp"],
-            stride, padding, dilation, groups, x_shape,
+            conv.stride, conv.padding, conv.dilation, conv.groups, x_shape,
         )  # fmt: skip
     else:
         # a weight folded from a transposed view (``F.linear(x, w.t())``, Hugging Face's
         # Conv1D) keeps its strides, which oneDNN's prepack ignores: the kernel would
         # compute with the transpose
-        packed = torch.ops.onednn.qlinear_prepack(weight.contiguous(), x_shape)
-    packed_node = ctx.constant_node("_qinductor_x86_packed", packed)
-    w_zp = _int32_zero_points(ctx, kwargs["w_zp"])
-    head = (x, kwargs["x_scale"], kwargs["x_zp"], packed_node, kwargs["w_scale"], w_zp)
-    tail: tuple[Any, ...] = (1.0, 0, dtype, "none", [], "")
-    if form.kind == "conv":
-        return ctx.call(ops.QCONV, (*head, kwargs.get("b"), *conv_args, *tail))
+        packed = private.prepack_qlinear(weight.contiguous(), x_shape)
+    common: dict[str, Any] = {
+        "x": x,
+        "x_scale": kwargs["x_scale"],
+        "x_zp": kwargs["x_zp"],
+        "w": ctx.constant_node("_qinductor_x86_packed", packed),
+        "w_scale": kwargs["w_scale"],
+        "w_zp": _int32_zero_points(ctx, kwargs["w_zp"]),
+        "bias": kwargs.get("b"),
+        **float_output(dtype),
+    }
+    if conv is not None:
+        geometry = {"stride": conv.stride, "padding": conv.padding, "dilation": conv.dilation}
+        return ctx.call(ops.QCONV, QConv(**common, **geometry, groups=conv.groups).to_args())
     target = ops.QLINEAR_TENSOR if dynamic else ops.QLINEAR
-    return ctx.call(target, (*head, kwargs.get("b"), *tail))
+    return ctx.call(target, QLinear(**common).to_args())
 
 
 def _freezing_clone(form: Form, compute: Node) -> int:
     """1 when torch's pattern would also have matched the channels-last clone freezing
     puts on this conv's weight (this lowering runs before freezing adds it)."""
-    weight = val(compute.args[1]) if form.kind == "conv" else None
+    weight = val(Convolution.of(compute).weight) if form.kind == "conv" else None
     return int(weight is not None and private.freezing_clones_conv_weight(weight))
 
 

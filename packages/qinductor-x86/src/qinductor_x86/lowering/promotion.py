@@ -13,6 +13,7 @@ from torch.fx import Node
 
 from qinductor_x86.lowering import ops
 from qinductor_x86.lowering.context import CompileContext
+from qinductor_x86.lowering.counters import Family
 
 #: What may follow a dequantize in the chain that gets copied, in order.
 CHAIN = ((ops.CONVERT,), (ops.aten.reshape.default,))
@@ -28,7 +29,7 @@ def promote(ctx: CompileContext) -> None:
             if len(shared.users) > 1:
                 for user in list(shared.users)[1:]:
                     _copy_for(ctx, chain, user)
-                ctx.record("dequantize copied per reader", "dequant_promotion_matcher", len(chain))
+                ctx.record("dequantize copied per reader", Family.DEQUANT_PROMOTION, len(chain))
                 changed = True
 
 

@@ -17,8 +17,6 @@ from torch.fx import Graph, Node
 from qinductor_x86.lowering import ops
 
 LIFT_UP = "quantize lifted above views"
-#: Ops a dequantized value flows through unchanged on its way to the op that uses it.
-_PASS_THROUGH = frozenset({*ops.VIEWS, ops.CONVERT, ops.aten.expand.default, ops.aten.clone.default})
 
 
 @dataclass(frozen=True)
@@ -126,7 +124,7 @@ def _reason(node: Node, kind: str, declined: dict[Node, str]) -> str:
 
 def _consumer(node: Node) -> Node:
     """The first reader that does something to the value, past views and dtype casts."""
-    while node.target in _PASS_THROUGH and len(node.users) == 1:
+    while node.target in ops.TO_COMPUTE and len(node.users) == 1:
         node = next(iter(node.users))
     return node
 

@@ -32,20 +32,6 @@ SHIFT = 128
 REBASED = "int8 activation re-based to uint8 (zero point + 128)"
 
 _a = ops.aten
-#: Ops that only move or select values of one tensor: they commute with ``+ 128``.
-MOVES = frozenset(
-    {
-        *ops.VIEWS,
-        _a.clone.default,
-        _a.expand.default,
-        _a.t.default,
-        _a.unsqueeze.default,
-        _a.squeeze.dim,
-        _a.squeeze.dims,
-        _a.slice.Tensor,
-        _a.select.int,
-    }
-)
 
 
 @dataclass
@@ -85,7 +71,7 @@ def _readers(quant: Node) -> _Readers:
         for user in source.users:
             if user.target in ops.DEQUANTIZE and user.args[0] is source and user.args[5] is torch.int8:
                 found.dequantizes.append(user)
-            elif user.target in MOVES and user.args[0] is source and user not in found.moves:
+            elif user.target in ops.MOVES and user.args[0] is source and user not in found.moves:
                 found.moves.append(user)
                 stack.append(user)
             else:

@@ -19,10 +19,12 @@ import torch
 from torch.fx.immutable_collections import immutable_list
 
 from qinductor_x86 import _torch_private as private
+from qinductor_x86 import postop_table
 from qinductor_x86.lowering.ops import qd
 
 #: Placeholder values for traced scalars. Each is used by exactly one argument and appears
 #: nowhere else in a traced graph (no 0, 1, 2, 3, 6 or 0.5: decompositions bake those in).
+#: The post-ops' scalars get theirs from :func:`placeholder`.
 MAGIC: dict[str, float | int] = {
     "x_scale": 0.0421875,
     "x_zp": 37,
@@ -31,10 +33,23 @@ MAGIC: dict[str, float | int] = {
     "w_qmin": -121,
     "w_qmax": 119,
     "groups": 5,
-    "min_value": -1.375,
-    "max_value": 4.625,
-    "negative_slope": 0.0371,
 }
+#: The post-ops' scalars' placeholders: ``FIRST + STEP * i`` for the i-th scalar name of
+#: the post-op table. Eighths off the integers, so none is a value above or one a
+#: decomposition bakes in, and increasing, so a clamp's low bound (written first) traces
+#: below its high one.
+FIRST, STEP = -1.375, 6.0
+
+
+def placeholder(name: str) -> float | int:
+    """The traced value of scalar ``name``: :data:`MAGIC`, else a post-op's scalar, read
+    from the post-op table (so a new row's scalars need no entry here)."""
+    if name in MAGIC:
+        return MAGIC[name]
+    names = list(dict.fromkeys(s for p in postop_table.POST_OPS for s in p.scalars))
+    if name not in names:
+        raise KeyError(f"no traced scalar {name!r}: not a qparam and no post-op's scalar")
+    return FIRST + STEP * names.index(name)
 
 
 def trace(
@@ -55,7 +70,7 @@ def trace(
         gm,
         ignore_types=(list, immutable_list, *ignore),
         argnames=list(argnames),
-        scalar_workaround={name: MAGIC[name] for name in scalars},
+        scalar_workaround={name: placeholder(name) for name in scalars},
     )
 
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import ops, tracing
 from qinductor_x86.lowering.context import current, val
+from qinductor_x86.lowering.counters import Family
 
 
 def _linear(x: torch.Tensor, w: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -75,4 +76,4 @@ def _rewrite(match: Any, *args: Any, **kwargs: Any) -> None:
         result = ctx.call(ops.aten.reshape.default, (mm, [*x_shape[:-1], val(w).shape[0]]))
     out.replace_all_uses_with(result)
     match.erase_nodes()
-    ctx.record("int8 weight-only linear", "woq_matcher", len(match.nodes), match)
+    ctx.record("int8 weight-only linear", Family.WOQ, len(match.nodes), match)

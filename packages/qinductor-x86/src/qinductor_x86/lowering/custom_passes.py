@@ -23,36 +23,18 @@ from qinductor_x86 import _torch_private as private
 from qinductor_x86._version import __version__
 from qinductor_x86.lowering import code_key, ops, pipeline
 from qinductor_x86.lowering.counters import bump
+from qinductor_x86.lowering.kernels import KERNELS
 from qinductor_x86.lowering.liftup import lift_quantizes
 from qinductor_x86.lowering.report import LoweringReport
 
-#: Kernel -> torch's counter family for lowering it to an external kernel.
-_LOWER_FAMILY = {
-    ops.QCONV: "qconv_unary_lower",
-    ops.onednn.qconv_pointwise.tensor: "qconv_unary_lower",
-    ops.QCONV_BINARY: "qconv2d_binary_lower",
-    ops.onednn.qconv2d_pointwise.binary_tensor: "qconv2d_binary_lower",
-    ops.QLINEAR: "qlinear_unary_lower",
-    ops.QLINEAR_TENSOR: "qlinear_unary_lower",
-    ops.QLINEAR_BINARY: "qlinear_binary_lower",
-    ops.QLINEAR_BINARY_TENSOR: "qlinear_binary_lower",
-}
-
 #: What torch's copy lowers through a post-grad lowering pattern (the int8 kernels, and
 #: the int8 weight-only matmul, whose pattern counts itself in ``woq_matcher``) -> the
-#: arguments its handler realizes first: a binary post-op's extra input (argument 6, the
-#: added tensor of a linear, the accumulator of a conv).
+#: positions of the arguments its handler realizes first (a binary post-op's extra input).
 _LOWERED_BY_PATTERN: dict[Any, tuple[int, ...]] = {
-    **dict.fromkeys(_LOWER_FAMILY, ()),
-    **dict.fromkeys(
-        (
-            ops.QCONV_BINARY,
-            ops.onednn.qconv2d_pointwise.binary_tensor,
-            ops.QLINEAR_BINARY,
-            ops.QLINEAR_BINARY_TENSOR,
-        ),
-        (6,),
-    ),
+    **{
+        op: () if kernel.args.realized is None else (kernel.args.position(kernel.args.realized),)
+        for op, kernel in KERNELS.items()
+    },
     ops.WEIGHT_ONLY: (),
 }
 
@@ -100,9 +82,9 @@ class Lower(_Pass):
 class CountLowerings(_Pass):
     def __call__(self, graph: Graph) -> None:
         for node in graph.nodes:
-            family = _LOWER_FAMILY.get(node.target)
-            if family is not None:
-                bump(family, 1)
+            kernel = KERNELS.get(node.target)
+            if kernel is not None:
+                bump(kernel.lower_counter, 1)
             realize = _LOWERED_BY_PATTERN.get(node.target)
             if realize is not None:
                 private.lower_as_torch_patterns_do(node, realize)
