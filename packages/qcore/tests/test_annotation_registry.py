@@ -93,3 +93,17 @@ def test_importing_annotation_modules_registers_nothing_and_leaves_the_rng_alone
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_split_modules_old_name_warns_and_still_holds_its_names() -> None:
+    """``qcore.annotation.common`` is retired with a deprecation: its names still import,
+    each the same object as in the module that owns it now."""
+    import importlib
+
+    import qcore.annotation.common as old
+    from qcore.annotation import claims, common_annotators, ops, transforms
+
+    with pytest.warns(DeprecationWarning, match=r"qcore\.annotation\.common is split"):
+        importlib.reload(old)
+    assert old.COMMON is common_annotators.COMMON and old.passes is claims.passes
+    assert old.CONV is ops.CONV and old.conv3d_as_conv2d is transforms.conv3d_as_conv2d

@@ -18,8 +18,9 @@ import torch
 from torchao.testing.pt2e._xnnpack_quantizer import get_symmetric_quantization_config
 
 import qcore
-from qcore.annotation.common import propagate_shared_qparams, scalars_to_attrs
+from qcore.annotation.common_annotators import propagate_shared_qparams
 from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.annotation.transforms import scalars_to_attrs
 from qcore.metrics import sqnr
 from qcore.testing.trained import branches, outlier_transformer
 from qcore.tuning import TuningWarning

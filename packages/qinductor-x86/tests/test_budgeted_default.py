@@ -27,8 +27,8 @@ from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 from qinductor_x86.lowering import saturation
 
-#: The budget stated in the README: doubled reductions add at most 5 % multiply-adds.
-BUDGET = 0.05
+#: The budget stated in the README: doubled reductions add at most 4.5 % multiply-adds.
+BUDGET = 0.045
 _WEIGHTED = (torch.ops.aten.conv2d.default, torch.ops.aten.linear.default)
 
 
@@ -86,7 +86,7 @@ def _layers(converted: torch.fx.GraphModule) -> dict[str, tuple[torch.Tensor, in
 
 def test_exact_within_the_budget_and_one_observer_per_shared_input() -> None:
     """On a saturating target every op that can overflow runs doubled, the doubled ones add
-    at most 5 % multiply-adds (by the brute-forced pair sums and in Inductor's code), the
+    at most 4.5 % multiply-adds (by the brute-forced pair sums and in Inductor's code), the
     output codes are the eager converted model's, and the input read by ``a`` and ``b`` is
     quantized once, on 7 bits, for both: their weights keep torchao's full range and
     neither runs doubled."""
@@ -168,7 +168,7 @@ def test_the_issues_workloads_compute_the_integers_of_a_lowering_without_pair_su
     by default for an AVX2 target and compiled: bit for bit the output of the same graph
     lowered with every op that has input-channel pairs on a doubled reduction (each int16
     lane then holds one product, so no pair sum exists to saturate: the eager model's
-    integers by construction), within the 5 % budget of extra multiply-adds.
+    integers by construction), within the 4.5 % budget of extra multiply-adds.
 
     Not bit for bit against the eager converted model itself: that one requantizes from
     float32 sums, so a code at a rounding tie can differ by one, and these random nets

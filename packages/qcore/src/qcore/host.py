@@ -10,24 +10,7 @@ set by :func:`set_target` or :func:`targeting`) is one, whichever spelling sets 
 Importing this module imports no torch.
 """
 
-from qcore.int8.host import (
-    ENV_TARGET,
-    KNOWN_TARGETS,
-    Int8Host,
-    parse_target,
-    probe,
-    set_target,
-    target,
-    targeting,
-)
+from qcore.int8 import host as _host
+from qcore.int8.host import *  # noqa: F403  (its names: one list, qcore.int8.host.__all__)
 
-__all__ = [
-    "ENV_TARGET",
-    "KNOWN_TARGETS",
-    "Int8Host",
-    "parse_target",
-    "probe",
-    "set_target",
-    "target",
-    "targeting",
-]
+__all__ = _host.__all__

@@ -41,7 +41,8 @@ EPS = 2**-12
 
 
 #: The weight-range rule on a CPU without VNNI, for this package's exact lowering: single
-#: depth nearly everywhere (torchao's speed), within a 5 % multiply-add budget of doubling.
+#: depth nearly everywhere (torchao's speed), within a 4.5 % multiply-add budget of doubling
+#: (at most 5 % more time).
 DEFAULT_WEIGHT_RULE: RangeRule = "budgeted"
 
 
@@ -130,7 +131,7 @@ def _weight_observer(is_qat: bool, rule: RangeRule) -> Any:
     * ``budgeted`` (default): per layer, never-overflow weights, a 7-bit input, or
       torchao's full range on a doubled reduction, whichever costs least in added noise,
       the doublings where they remove the most noise per multiply-add, within
-      ``qcore.int8.depth_plan.DOUBLED_MAC_BUDGET`` (5 %) of the model's multiply-adds
+      ``qcore.int8.depth_plan.DOUBLED_MAC_BUDGET`` (4.5 %) of the model's multiply-adds
       (``qcore.int8.pt2e_plan``). Exact under this package's lowering at about torchao's
       speed; torch's built-in passes would saturate on the doubled layers.
     * ``per_layer`` (accuracy first): per layer, the narrower never-overflow range where

@@ -9,10 +9,13 @@ pages written against it keep working. New code imports from the module that own
 - :mod:`qcore.annotation.common_annotators`: the annotators and the ``COMMON`` table;
 - :mod:`qcore.annotation.transforms`: rewrites before annotation (``conv3d_as_conv2d``...).
 
-Importing this module registers nothing (the registry defines ``"common"`` on first use).
+Importing this module registers nothing (the registry defines ``"common"`` on first use);
+it warns (DeprecationWarning) that the names moved, once per process.
 Here the operator-set names mean the operator sets, as they did; the annotators of the
 same names are ``common_annotators.CONV`` and so on.
 """
+
+import warnings
 
 from qcore.annotation.claims import (
     Filter,
@@ -113,3 +116,10 @@ __all__ = [
     "sole_user",
     "weight_spec_for_transpose",
 ]
+
+warnings.warn(
+    "qcore.annotation.common is split by concern: import from qcore.annotation.ops, "
+    "claims, observable, common_annotators or transforms (its docstring says which)",
+    DeprecationWarning,
+    stacklevel=2,
+)
