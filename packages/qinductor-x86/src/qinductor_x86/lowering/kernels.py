@@ -55,10 +55,10 @@ def float_output(o_dtype: Arg) -> dict[str, Arg]:
 
 
 @dataclass(frozen=True)
-class QConv(KernelArgs):
-    """``onednn::qconv_pointwise`` (``.default``: float activation qparams, ``.tensor``:
-    tensors): a conv on uint8 codes and a prepacked weight, then a unary post-op ``attr``
-    and, with an int8 ``o_dtype``, the output quantize."""
+class _Operands(KernelArgs):
+    """The arguments every int8 kernel here starts with, in this order: the uint8 input
+    and its qparams, the prepacked weight and its qparams (a dataclass puts a base's
+    fields first, so each kernel below continues the schema from here)."""
 
     x: Arg
     x_scale: Arg
@@ -66,6 +66,14 @@ class QConv(KernelArgs):
     w: Arg
     w_scale: Arg
     w_zp: Arg
+
+
+@dataclass(frozen=True)
+class QConv(_Operands):
+    """``onednn::qconv_pointwise`` (``.default``: float activation qparams, ``.tensor``:
+    tensors): a conv on uint8 codes and a prepacked weight, then a unary post-op ``attr``
+    and, with an int8 ``o_dtype``, the output quantize."""
+
     bias: Arg
     stride: Arg
     padding: Arg
@@ -80,18 +88,12 @@ class QConv(KernelArgs):
 
 
 @dataclass(frozen=True)
-class QConvBinary(KernelArgs):
+class QConvBinary(_Operands):
     """``onednn::qconv2d_pointwise.binary``: a conv whose result is added in place into
     ``accum`` (oneDNN's "sum"), then ``unary_attr`` and the output quantize."""
 
     realized: ClassVar[str | None] = "accum"
 
-    x: Arg
-    x_scale: Arg
-    x_zp: Arg
-    w: Arg
-    w_scale: Arg
-    w_zp: Arg
     accum: Arg
     bias: Arg
     stride: Arg
@@ -111,15 +113,9 @@ class QConvBinary(KernelArgs):
 
 
 @dataclass(frozen=True)
-class QLinear(KernelArgs):
+class QLinear(_Operands):
     """``onednn::qlinear_pointwise`` (``.default`` / ``.tensor`` as for :class:`QConv`)."""
 
-    x: Arg
-    x_scale: Arg
-    x_zp: Arg
-    w: Arg
-    w_scale: Arg
-    w_zp: Arg
     bias: Arg
     o_scale: Arg
     o_zp: Arg
@@ -130,18 +126,12 @@ class QLinear(KernelArgs):
 
 
 @dataclass(frozen=True)
-class QLinearBinary(KernelArgs):
+class QLinearBinary(_Operands):
     """``onednn::qlinear_pointwise.binary`` (``.binary_tensor``): a linear, then
     ``binary_attr`` with ``other`` ("add", or "sum" in place into it), then ``unary_attr``."""
 
     realized: ClassVar[str | None] = "other"
 
-    x: Arg
-    x_scale: Arg
-    x_zp: Arg
-    w: Arg
-    w_scale: Arg
-    w_zp: Arg
     other: Arg
     bias: Arg
     o_scale: Arg
