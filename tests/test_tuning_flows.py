@@ -21,9 +21,14 @@ import torch
 
 import qcore
 from qcore.testing.codes import compare_outputs
-from qcore.testing.trained import TrainedCase, branches, outlier_cnn, outlier_transformer
-from qcore.tuning.flows import calibrate
-from qcore.tuning.sensitivity import Session, output_sqnr
+from qcore.testing.trained import (
+    TrainedCase,
+    branches,
+    brute_force_ranking,
+    outlier_cnn,
+    outlier_transformer,
+)
+from qcore.tuning.sensitivity import Session
 
 TOLERANCE = 0.02  # two points of accuracy
 #: FX backends by name, PT2E quantizers by name, and the ones derived from the backends
@@ -66,27 +71,12 @@ def test_tuned_flow_is_within_tolerance_on_held_out_data(
     assert case.accuracy(result.model) >= float_accuracy - TOLERANCE
 
 
-def _brute_force(session: Session) -> list[str]:
-    model, example = session.model, session.example_inputs
-    with torch.no_grad():
-        reference = model(*example)
-    scored = []
-    for op in session.ops:
-        prepared = session.flow.prepare(model, example, session.flow.configuration(model, [op]))
-        calibrate(prepared, session.calibration)
-        with torch.no_grad():
-            scored.append(
-                (output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name)
-            )
-    return [name for _, name in sorted(scored, reverse=True)]
-
-
 @pytest.mark.parametrize("flow", ["onednn", "executorch", "xnnpack", "x86", "pt2e:onednn"])
-def test_sensitivity_top_three_equals_brute_force(flow: str) -> None:
+def test_sensitivity_top_three_equalsbrute_force_ranking(flow: str) -> None:
     model, example, calibration = branches()
     session = Session(model, example, calibration, flow)
     ranked = [cost.name for cost in session.costs()]
-    assert ranked[:3] == _brute_force(session)[:3]
+    assert ranked[:3] == brute_force_ranking(session)[:3]
     places = {op.name: op.module_path for op in session.ops}
     assert [places[name] for name in ranked[:3]] == ["a", "b", "c"]
 

@@ -22,10 +22,9 @@ from qcore.annotation.common_annotators import propagate_shared_qparams
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.transforms import scalars_to_attrs
 from qcore.metrics import sqnr
-from qcore.testing.trained import branches, outlier_transformer
+from qcore.testing.trained import branches, brute_force_ranking, outlier_transformer
 from qcore.tuning import TuningWarning
-from qcore.tuning.flows import calibrate
-from qcore.tuning.sensitivity import Session, output_sqnr
+from qcore.tuning.sensitivity import Session
 
 
 class Common(RegistryQuantizer):
@@ -63,28 +62,11 @@ def test_every_op_left_in_float_is_the_float_model_and_every_op_quantized_is_not
     assert {op.kind for op in session.ops} >= {"linear", "add"}
 
 
-def _brute_force(session: Session) -> list[str]:
-    """Each op excluded in turn by re-preparing from the flow's configuration, calibrated
-    and converted for real; op names by output SQNR, best first."""
-    model, example = session.model, session.example_inputs
-    with torch.no_grad():
-        reference = model(*example)
-    scored = []
-    for op in session.ops:
-        prepared = session.flow.prepare(model, example, session.flow.configuration(model, [op]))
-        calibrate(prepared, session.calibration)
-        with torch.no_grad():
-            scored.append(
-                (output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name)
-            )
-    return [name for _, name in sorted(scored, reverse=True)]
-
-
 def test_ranking_top_three_equals_brute_force_and_the_outlier_order() -> None:
     model, example, calibration = branches()
     session = Session(model, example, calibration, _quantizer())
     ranked = [cost.name for cost in session.costs()]
-    assert ranked[:3] == _brute_force(session)[:3]
+    assert ranked[:3] == brute_force_ranking(session)[:3]
     # the branches' input outliers decide it: a (x1000), b (x250), c (x60)
     paths = {op.name: op.module_path for op in session.ops}
     assert [paths[name] for name in ranked[:3]] == ["a", "b", "c"]

@@ -22,7 +22,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["BRANCH_OUTLIERS", "TrainedCase", "branches", "outlier_cnn", "outlier_transformer"]
+from qcore.tuning.flows import calibrate
+from qcore.tuning.sensitivity import Session, output_sqnr
+
+__all__ = [
+    "BRANCH_OUTLIERS",
+    "TrainedCase",
+    "branches",
+    "brute_force_ranking",
+    "outlier_cnn",
+    "outlier_transformer",
+]
 
 CLASSES = 4
 #: Amplitude of the features that carry the class, and of the noise features.
@@ -249,3 +259,19 @@ def branches(seed: int = 0) -> tuple[nn.Module, tuple[Tensor, ...], list[tuple[T
 
     calibration = [batch() for _ in range(4)]
     return model, batch(), calibration
+
+
+def brute_force_ranking(session: Session) -> list[str]:
+    """The reference a sensitivity ranking is checked against: each op of ``session``
+    excluded in turn by preparing again from the flow's own configuration, calibrated and
+    converted for real (no switches); op names by output SQNR against float, best first."""
+    model, example = session.model, session.example_inputs
+    with torch.no_grad():
+        reference = model(*example)
+    scored = []
+    for op in session.ops:
+        prepared = session.flow.prepare(model, example, session.flow.configuration(model, [op]))
+        calibrate(prepared, session.calibration)
+        with torch.no_grad():
+            scored.append((output_sqnr(reference, session.flow.convert(prepared)(*example)), op.name))
+    return [name for _, name in sorted(scored, reverse=True)]
