@@ -35,7 +35,7 @@ NEW_ROWS = {
     # clamp-like: its bounds are two of its scalars
     "hardtanh": table.PostOp(
         "hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), after=CONV2D,
-        scalars=("min_value", "max_value"), clamps=("min_value", "max_value"),
+        kernels=CONV2D | LINEAR, scalars=("min_value", "max_value"), clamps=("min_value", "max_value"),
     ),
 }
 

@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-KERNELS = frozenset({"conv", "linear"})
+#: oneDNN's int8 kernels, a conv by its spatial dims: torch 2.13's take different post-ops
+#: (conv3d none, conv1d relu alone, conv2d no linear-only ones, and only conv2d an add).
+KERNELS = frozenset({"conv1d", "conv2d", "conv3d", "linear"})
 
 
 @dataclass(frozen=True)
@@ -71,18 +73,21 @@ class BinaryPostOp:
     attr: str
     in_place: str
     sources: tuple[Any, ...]
+    kernels: frozenset[str]
 
 
 _CONV2D, _LINEAR = frozenset({"conv2d"}), frozenset({"linear"})
+_CONV2D_LINEAR = _CONV2D | _LINEAR
 
 POST_OPS: tuple[PostOp, ...] = (
     PostOp("relu", torch.relu, "relu", (nn.ReLU, F.relu, F.relu_),
-           frozenset({"conv2d", "conv1d", "linear"}), after_add=True, clamps=(0.0, math.inf)),
+           frozenset({"conv2d", "conv1d", "linear"}), KERNELS - {"conv3d"}, after_add=True,
+           clamps=(0.0, math.inf)),
     PostOp("hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), _CONV2D,
-           scalars=("min_value", "max_value"), clamps=("min_value", "max_value")),
-    PostOp("hardswish", F.hardswish, "hardswish", (nn.Hardswish,), _CONV2D),
+           _CONV2D_LINEAR, scalars=("min_value", "max_value"), clamps=("min_value", "max_value")),
+    PostOp("hardswish", F.hardswish, "hardswish", (nn.Hardswish,), _CONV2D, _CONV2D_LINEAR),
     PostOp("relu6", None, sources=(nn.ReLU6,), after=_CONV2D),
-    PostOp("silu", F.silu, "swish", (nn.SiLU,), _CONV2D),
+    PostOp("silu", F.silu, "swish", (nn.SiLU,), _CONV2D, _CONV2D_LINEAR),
     PostOp("leaky_relu", F.leaky_relu, "leaky_relu", (nn.LeakyReLU,), _LINEAR, _LINEAR,
            scalars=("negative_slope",)),
     PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), _LINEAR, _LINEAR),
@@ -93,5 +98,6 @@ POST_OPS: tuple[PostOp, ...] = (
 )
 
 ADD = BinaryPostOp(
-    "add", operator.add, "add", "sum", (operator.add, torch.add, operator.iadd, "add", "add_")
+    "add", operator.add, "add", "sum", (operator.add, torch.add, operator.iadd, "add", "add_"),
+    _CONV2D_LINEAR,
 )

@@ -192,10 +192,15 @@ def _case(
     return TrainedCase(name, model, (calibration[0],), calibration, validation, heldout)
 
 
-def outlier_cnn(seed: int = 0, steps: int = 100) -> TrainedCase:
+def outlier_cnn(seed: int = 0, steps: int = 200) -> TrainedCase:
     """:class:`OutlierCNN` trained on 8x8 images whose class is a +-1 pattern in two
     channels; the other two carry noise, N(0, 1) in training, after which the stem's
-    weights on them are zeroed, and N(0, 60) in calibration and held-out data."""
+    weights on them are zeroed, and N(0, 60) in calibration and held-out data.
+
+    200 steps: at 100 the float model's held-out accuracy was 0.986 on one CPU kind and
+    higher on the other (float convs round differently), and its int8 models, stem in float,
+    landed within a sample or two of a 2-point tolerance on a CPU without VNNI; at 200 every
+    flow's is 1.0 on both."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = OutlierCNN()

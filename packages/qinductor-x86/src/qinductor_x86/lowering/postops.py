@@ -45,6 +45,9 @@ NONE = PostOp("none", lambda x: x, "none", clamps=(-math.inf, math.inf))
 #: The unary post-ops the kernels fuse, from the table (rows lowered through another have
 #: no PyTorch of their own).
 UNARY = (NONE, *(p for p in POST_OPS if p.fn is not None))
+#: The kernels a narrower output quant range folds into as a hardtanh: those the table's
+#: hardtanh row names (none without the row: the codes are clamped after the kernel).
+HARDTANH_KERNELS = next((p.kernels for p in POST_OPS if p.attr == "hardtanh"), frozenset())
 
 
 def traceable(post: PostOp) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -140,8 +143,11 @@ def _checker(row: Row) -> Callable[[Any], bool]:
         kernel = _unary_kernel(x)
         if kernel.attr != "none" or kernel.o_dtype not in FLOATS:
             return False  # already carries a post-op or an output quantize
-        if kind not in row.unary.kernels:
-            return ctx.decline(anchor, f"oneDNN's int8 {kind} has no {row.unary.name} post-op")
+        name = kernel_name(kernel)
+        if name not in row.unary.kernels:
+            return ctx.decline(anchor, f"oneDNN's int8 {name} has no {row.unary.name} post-op")
+        if row.side is not None and name not in ADD.kernels:
+            return ctx.decline(anchor, f"oneDNN's int8 {name} has no {ADD.name} post-op")
         if ctx.others_follow and not row.quantized_output and row.side is None:
             # torch's (and torchao's) copy fuses a float-output unary post-op itself, in a
             # pass after its int8-output fusions; a kernel that already carries a post-op
@@ -157,6 +163,11 @@ def _checker(row: Row) -> Callable[[Any], bool]:
         return True
 
     return check
+
+
+def kernel_name(kernel: QConv | QLinear) -> str:
+    """The kernel as the post-op table names it: a conv by its spatial dims."""
+    return f"conv{len(kernel.stride)}d" if isinstance(kernel, QConv) else "linear"
 
 
 def _unary_kernel(node: Node) -> QConv | QLinear:
@@ -212,7 +223,8 @@ def _rewriter(row: Row) -> Callable[..., None]:
         post = Unary(unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
         qrange = (kwargs.get("o_qmin"), kwargs.get("o_qmax"))
         narrow = row.quantized_output and qrange != INT8_RANGES[kwargs["o_dtype"]]
-        if narrow and row.side is None and unary.clamps is not None:
+        # a kernel without oneDNN's hardtanh (conv1d) keeps its post-op; its codes are clamped
+        if narrow and row.side is None and unary.clamps is not None and kernel_name(kernel) in HARDTANH_KERNELS:
             post, narrow = _range_as_hardtanh(unary, post, kwargs), False
         erased_extra: list[Node] = []
         fused_kernel: QConv | QLinear | QConvBinary | QLinearBinary
