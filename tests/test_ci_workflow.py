@@ -69,7 +69,7 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
     [
         # a plugin: its env, the envs that install it, and those that read every package
         ("packages/qbackend-executorch/src/qbackend_executorch/config.py",
-         {"executorch", "integration", "shipping", "demo", "dist", "type", "lint"}),
+         {"executorch", "integration", "shipping", "avx2-kernels", "demo", "dist", "type", "lint"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
          {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
           "integration", "shipping", "mutation", "demo", "dist", "type", "lint"}),

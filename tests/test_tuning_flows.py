@@ -1,7 +1,7 @@
 """qcore.tune on every first-party flow, through the registry only, on models trained in
-the fixture where int8 loses accuracy (``qcore.testing.trained``: no trained CNN or
-transformer ships inside a wheel on the registry that this suite could use offline, so
-the cases are trained here, seeded, in about a second each).
+the fixture where int8 loses accuracy (``qcore.testing.trained``: seeded, a second or two
+each, so every flow runs on both). A transformer whose trained weights ship in a wheel on
+the package index, scored on human labels, is in test_tuning_pretrained.py.
 
 Claims: each flow's default int8 model loses more than the tolerance on held-out data;
 the tuned one is within it, on held-out data the tuner never saw, with at most 10 % of

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 
 import int16_pairs as pairs
 import pytest
@@ -18,6 +19,7 @@ from torch.ao.quantization import get_default_qconfig_mapping
 from torch.ao.quantization.backend_config import get_onednn_backend_config
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
+import qcore.errors
 import qcore.fx
 from qcore import host
 from qcore.engine import quantized_engine
@@ -408,3 +410,34 @@ def test_only_a_parameter_weight_is_a_layers_weight(backends: None) -> None:
     layers = weighted_layers(prepared)
     assert [layer.node.args[1].args[0].target for layer in layers] == ["w"]
     assert [layer.node.args[1].args[0].op for layer in layers] == ["get_attr"]
+
+
+class DataDependent(nn.Module):
+    """Python control flow on a tensor's value: torch.fx cannot trace it; export can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.sum() > 0:  # the line tracing stops at
+            return self.linear(x)
+        return -self.linear(x)
+
+
+def test_an_untraceable_model_names_its_line_and_the_pt2e_flow(backends: None) -> None:
+    with pytest.raises(qcore.errors.FxTraceError) as raised:
+        qcore.fx.prepare(DataDependent().eval(), "fxnative", (torch.randn(2, 4),))
+    message = str(raised.value)
+    assert f"{__file__}:" in message and "in forward" in message
+    line = int(message.split(f"{__file__}:")[1].split(maxsplit=1)[0])
+    assert "if x.sum() > 0" in Path(__file__).read_text().splitlines()[line - 1]
+    assert "'pt2e:fxnative'" in message and "DataDependent" in message
+    assert isinstance(raised.value.__cause__, torch.fx.proxy.TraceError)
+
+
+def test_an_error_after_tracing_is_not_called_a_trace_error(backends: None) -> None:
+    """Only a failure inside torch.fx's tracer is renamed; others pass through as raised."""
+    with pytest.raises(AssertionError, match="must be a QConfigMapping"):
+        qcore.fx.prepare(nn.Linear(4, 4).eval(), "fxnative", (torch.randn(2, 4),),
+                         mapping="not a qconfig")  # type: ignore[arg-type]  # fmt: skip

@@ -54,3 +54,10 @@ class ExportError(RuntimeError):
     torch_error: BaseException | None = None
     torch_output: str = ""
     module_name: str | None = None
+
+
+class FxTraceError(RuntimeError):
+    """An FX backend's ``prepare`` could not trace the model symbolically (control flow
+    on tensors, or Python that needs real values, as Hugging Face models have). The
+    message names the line where tracing stopped and the PT2E flow that takes the model
+    instead; ``__cause__`` is what torch.fx raised."""

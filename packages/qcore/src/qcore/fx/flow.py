@@ -17,6 +17,8 @@ things to the user that this module does:
 
 from __future__ import annotations
 
+import os
+import traceback
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -41,8 +43,13 @@ from qcore.api import (
     uses_reference_convert,
 )
 from qcore.engine import quantized_engine
+from qcore.errors import FxTraceError
 from qcore.fx.native import bind_engine, copy_summed_inputs
-from qcore.fx.normalize import PositionalFunctionals, normalize_functional_calls
+from qcore.fx.normalize import (
+    PositionalFunctionals,
+    UnquantizableCall,
+    normalize_functional_calls,
+)
 from qcore.int8.calibration import InputRecorder
 from qcore.int8.fx_ranges import WeightedLayer, choose_ranges, record_inputs
 from qcore.int8.fx_ranges import weighted_layers as find_weighted_layers
@@ -97,16 +104,57 @@ def prepare(
     if mapping is None:
         mapping = get_qconfig_mapping(backend, is_qat=is_qat, model=model)
     torch_prepare = prepare_qat_fx if is_qat else prepare_fx
-    with PositionalFunctionals():
-        prepared = torch_prepare(
-            model, mapping, _as_tuple(example_inputs), backend_config=config, **prepare_options
-        )
+    try:
+        with PositionalFunctionals():
+            prepared = torch_prepare(
+                model, mapping, _as_tuple(example_inputs), backend_config=config, **prepare_options
+            )
+    except Exception as exc:
+        stopped = _where_tracing_stopped(exc)
+        if stopped is None:
+            raise
+        raise FxTraceError(
+            f"qcore.fx.prepare: FX backend '{backend}' cannot trace {type(model).__name__}: "
+            f"torch.fx stopped at {stopped} ({type(exc).__name__}: {_first_line(exc)}). "
+            f"Export-based flows take such models: the PT2E quantizer derived from this "
+            f"backend, qcore.get_quantizer('{backend}'), or flow 'pt2e:{backend}' in qcore.tune"
+        ) from exc
     state = _Prepared(backend, is_qat)
     if not is_qat:  # QAT trains against the safe range; see qcore.int8.weight_ranges
         state.layers = find_weighted_layers(prepared)
         state.recorders, state.hooks = record_inputs(prepared, state.layers)
     _PREPARED[prepared] = state
     return prepared
+
+
+def _where_tracing_stopped(exc: BaseException) -> str | None:
+    """``file:line`` of the model's code where symbolic tracing raised ``exc``, or None if
+    ``exc`` was not raised while torch.fx traced (a model's own code runs below the tracer's
+    frame; the last frame outside torch is the culprit)."""
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    files = [frame.f_code.co_filename for frame, _ in frames]
+    tracing = [i for i, name in enumerate(files) if name.endswith(_SYMBOLIC_TRACE)]
+    if not tracing or isinstance(exc, UnquantizableCall):
+        return None  # not tracing, or qcore.fx's own error about a call it normalises
+    below = [
+        (f, line)
+        for f, line in frames[tracing[0] + 1 :]
+        if not f.f_code.co_filename.startswith((_TORCH_DIR, _QCORE_DIR))
+    ]
+    if not below:
+        return "torch.fx's own code"
+    frame, line = below[-1]
+    return f"{frame.f_code.co_filename}:{line} in {frame.f_code.co_name}"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
+
+
+_SYMBOLIC_TRACE = os.path.join("torch", "fx", "_symbolic_trace.py")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+#: qcore.fx's own code, which runs inside the tracer (normalising functional calls)
+_QCORE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:

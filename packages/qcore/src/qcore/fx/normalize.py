@@ -23,6 +23,7 @@ __all__ = [
     "FUNCTIONAL_SIGNATURES",
     "FunctionalSignature",
     "PositionalFunctionals",
+    "UnquantizableCall",
     "normalize_functional_calls",
     "normalized_args",
 ]
@@ -37,6 +38,11 @@ class FunctionalSignature:
     defaults: dict[str, Any]
     spatial: int = 0
     tuple_params: frozenset[str] = frozenset()
+
+
+class UnquantizableCall(ValueError):
+    """A functional call whose arguments int8 cannot express as written; the message
+    names the call and what to change."""
 
 
 def _conv(n: int) -> FunctionalSignature:
@@ -80,14 +86,14 @@ def _expand(value: Any, n: int) -> Any:
 def _same_padding(where: str, weight_shape: Any, dilation: Any, n: int) -> tuple[int, ...]:
     """Explicit symmetric padding for ``padding='same'``, which the prepack ops lack."""
     if weight_shape is None or not all(isinstance(d, int) for d in dilation):
-        raise ValueError(
+        raise UnquantizableCall(
             f"{where}: padding='same' needs a weight of known shape to quantize; "
             "pass explicit padding"
         )
     kernel = tuple(int(s) for s in weight_shape[-n:])
     totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
     if any(t % 2 for t in totals):
-        raise ValueError(
+        raise UnquantizableCall(
             f"{where}: padding='same' with kernel {kernel} pads one side more than the "
             "other, which int8 convolution cannot express; pass explicit padding or keep "
             "this call in float"
@@ -108,17 +114,17 @@ def normalized_args(
     None (only ``padding='same'`` needs it).
     """
     if len(args) > len(sig.params):
-        raise ValueError(f"{where}: too many arguments")
+        raise UnquantizableCall(f"{where}: too many arguments")
     values = dict(zip(sig.params, args, strict=False))
     for key, value in kwargs.items():
         if key not in sig.params:
-            raise ValueError(f"{where}: unexpected argument '{key}'")
+            raise UnquantizableCall(f"{where}: unexpected argument '{key}'")
         if key in values:
-            raise ValueError(f"{where}: '{key}' given twice")
+            raise UnquantizableCall(f"{where}: '{key}' given twice")
         values[key] = value
     missing = [p for p in sig.params if p not in values and p not in sig.defaults]
     if missing:
-        raise ValueError(f"{where}: missing {', '.join(missing)}")
+        raise UnquantizableCall(f"{where}: missing {', '.join(missing)}")
     for name in sig.params:
         values.setdefault(name, sig.defaults.get(name))
         if name in sig.tuple_params:

