@@ -34,22 +34,23 @@ def main() -> None:
     float_heldout = case.correlation(case.model)
     print(f"float: held-out correlation {float_heldout:.2f}, validation "
           f"{case.validation_correlation(case.model):.2f}")  # fmt: skip
-    print("| flow | ops | int8 held-out | tuned held-out | tuned validation (target) | in float | cosine to float | time (s) |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    print("| flow | ops | int8 validation | int8 held-out | tuned validation (target) | tuned held-out | in float | cosine to float | time (s) |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for flow in args.flows:
         start = time.perf_counter()
         try:
             result = qcore.tune(case.model, case.example_inputs, case.calibration, flow,
                                 metric=case.validation_correlation, tolerance=args.tolerance)  # fmt: skip
         except Exception as exc:  # noqa: BLE001  # the table says which flow cannot take the model
-            print(f"| {flow} | | | | | {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | |")
+            print(f"| {flow} | | | | | | {type(exc).__name__}: {str(exc).splitlines()[0][:160]} | | |")
             continue
         seconds = time.perf_counter() - start
         assert result.int8_model is not None
         kinds = [op.kind for op in result.float_ops]
         floating = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds)) or "none"
-        print(f"| {flow} | {len(result.quantizable_ops)} | {case.correlation(result.int8_model):.2f} | "
-              f"{case.correlation(result.model):.2f} | {result.score:.2f} ({result.target:.2f}) | "
+        print(f"| {flow} | {len(result.quantizable_ops)} | {result.int8_score:.2f} | "
+              f"{case.correlation(result.int8_model):.2f} | {result.score:.2f} ({result.target:.2f}) | "
+              f"{case.correlation(result.model):.2f} | "
               f"{floating}{'' if result.met else ' (not met)'} | {case.cosine(result.model):.3f} | "
               f"{seconds:.0f} |", flush=True)  # fmt: skip
 
