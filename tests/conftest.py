@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ from qcore.testing.fakes import FakeDist, fake_distributions
 
 # helper modules next to the tests (distributed_flows: what spawned ranks import)
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture
+def quiet_tuning_warnings() -> Iterator[None]:
+    """torch's and transformers' deprecation notices, silenced while a test tunes."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        yield
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ fallback survives torch.compile under qcore's lowering with freezing, exactly.
 from __future__ import annotations
 
 import operator
-import warnings
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -30,19 +28,14 @@ from qcore.testing.trained import (
 )
 from qcore.tuning.sensitivity import Session
 
+pytestmark = pytest.mark.usefixtures("quiet_tuning_warnings")
+
+
 TOLERANCE = 0.02  # two points of accuracy
 #: FX backends by name, PT2E quantizers by name, and the ones derived from the backends
 FLOWS = ["onednn", "executorch", "xnnpack", "x86", "pt2e:onednn", "pt2e:executorch"]
 #: The first layer of each case: its input holds the outlier features.
 FIRST = {"cnn": "stem", "transformer": "embed"}
-
-
-@pytest.fixture(autouse=True)
-def _quiet() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=UserWarning, module="torch")
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,6 @@ standalone adds in float, loses less than the tolerance: nothing to tune.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
-
 import pytest
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -24,16 +21,11 @@ import qcore.errors
 from qcore.testing.pretrained import ValenceCase, minilm_valence
 from qcore.tuning import TuneResult
 
+pytestmark = pytest.mark.usefixtures("quiet_tuning_warnings")
+
+
 #: points of correlation with human valence (the float model's is about 75)
 TOLERANCE = 2.0
-
-
-@pytest.fixture(autouse=True)
-def _quiet() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=UserWarning, module="torch")
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        yield
 
 
 @pytest.fixture(scope="module")
