@@ -436,8 +436,9 @@ def test_an_untraceable_model_names_its_line_and_the_pt2e_flow(backends: None) -
     assert isinstance(raised.value.__cause__, torch.fx.proxy.TraceError)
 
 
-def test_an_error_after_tracing_is_not_called_a_trace_error(backends: None) -> None:
-    """Only a failure inside torch.fx's tracer is renamed; others pass through as raised."""
+def test_an_error_outside_tracing_is_not_called_a_trace_error(backends: None) -> None:
+    """Only a failure inside torch.fx's tracer is renamed; one raised before tracing
+    starts (torch checks the mapping first) passes through as raised."""
     with pytest.raises(AssertionError, match="must be a QConfigMapping"):
         qcore.fx.prepare(nn.Linear(4, 4).eval(), "fxnative", (torch.randn(2, 4),),
                          mapping="not a qconfig")  # type: ignore[arg-type]  # fmt: skip

@@ -139,7 +139,7 @@ def _where_tracing_stopped(exc: BaseException) -> str | None:
     below = [
         (f, line)
         for f, line in frames[tracing[0] + 1 :]
-        if not f.f_code.co_filename.startswith((_TORCH_DIR, _QCORE_DIR))
+        if not f.f_code.co_filename.startswith((_TORCH_DIR, _QCORE_FX_DIR))
     ]
     if not below:
         return "torch.fx's own code"
@@ -154,7 +154,7 @@ def _first_line(exc: BaseException) -> str:
 _SYMBOLIC_TRACE = os.path.join("torch", "fx", "_symbolic_trace.py")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 #: qcore.fx's own code, which runs inside the tracer (normalising functional calls)
-_QCORE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_QCORE_FX_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def convert(prepared: GraphModule, backend: str | None = None) -> GraphModule:
