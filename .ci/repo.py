@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_FOLDERS = ("packages", "examples")
 #: Files every env depends on: a change to one of them runs every job.
 SHARED_FILES = (
-    "tox.ini", "constraints.txt", "pyproject.toml", "conftest.py", ".ci/**",
+    "tox.ini", "constraints.txt", "constraints/**", "pyproject.toml", "conftest.py", ".ci/**",
     ".github/workflows/**",
 )  # fmt: skip
 _EXTRAS = re.compile(r"\[[^\]]*\]$")
@@ -106,19 +106,52 @@ def _tox() -> configparser.ConfigParser:
     return parser
 
 
-def env_names() -> list[str]:
-    """tox's env list, in its order."""
-    raw = _tox()["tox"]["env_list"]
+def _names(raw: str) -> list[str]:
     return [name.strip() for name in re.split(r"[,\s]+", raw) if name.strip()]
 
 
-def _value(parser: configparser.ConfigParser, section: str, key: str) -> str:
-    """A key of an env section (else ``[testenv]``'s), ``{[section]key}`` expanded."""
+def env_names() -> list[str]:
+    """Every tox env, in order: the env list (the default torch row, which the README's
+    test command runs), then the other rows' envs (tox's label ``rows``)."""
+    return [*default_env_names(), *row_env_names()]
+
+
+def default_env_names() -> list[str]:
+    """tox's env list: every env on the default (newest) torch row."""
+    return _names(_tox()["tox"]["env_list"])
+
+
+def row_env_names() -> list[str]:
+    """The envs of the older torch rows, named ``<env>-torch<release>`` (tox's label ``rows``)."""
+    labels = _tox()["tox"].get("labels", "")
+    rows = re.search(r"^\s*rows\s*=\s*((?:.*\\\n)*.*)$", labels, re.M)
+    return _names(rows[1].replace("\\", " ")) if rows else []
+
+
+def _raw(parser: configparser.ConfigParser, section: str, key: str) -> str:
+    """A key of a section (else of its ``base`` section, else ``[testenv]``'s), with
+    ``{[section]key}`` expanded."""
     if parser.has_option(section, key):
         value = parser[section][key]
+    elif parser.has_option(section, "base"):
+        value = _raw(parser, parser[section]["base"], key)
     else:
         value = parser["testenv"].get(key, "")
-    return re.sub(r"\{\[([^\]]+)\](\w+)\}", lambda m: _value(parser, m[1], m[2]), value)
+    return re.sub(r"\{\[([^\]]+)\](\w+)\}", lambda m: _raw(parser, m[1], m[2]), value)
+
+
+def _value(parser: configparser.ConfigParser, section: str, key: str) -> str:
+    """:func:`_raw`, with its factor-conditional lines (``torch2.14: KEY = ...``) kept,
+    unconditioned, only where the env's name has that factor."""
+    factors = set(section.removeprefix("testenv:").split("-"))
+    lines = []
+    for line in _raw(parser, section, key).splitlines():
+        condition = re.match(r"\s*([\w.]+):\s+(.*)$", line)
+        if condition is None:
+            lines.append(line)
+        elif condition[1] in factors:
+            lines.append(condition[2])
+    return "\n".join(lines)
 
 
 def _set_env(text: str) -> dict[str, str]:

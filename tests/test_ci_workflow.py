@@ -18,14 +18,19 @@ ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference
             "x86-reference",
             "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
             "lint"}  # fmt: skip
+#: the older torch rows: qcore's adapter, the x86 lowering and the demo on each release
+ROW_ENVS = {f"{env}-torch{release}" for env in ("x86", "qcore", "demo") for release in ("2.13", "2.14")}
 
 
 def tox_env_list(root: Path = ROOT) -> list[str]:
+    """The env list (the default row) and the envs of the label ``rows``, as tox reads them."""
     import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(root / "tox.ini")
-    return [e.strip() for e in parser["tox"]["env_list"].split(",")]
+    (rows,) = [line for line in parser["tox"]["labels"].splitlines() if line.startswith("rows")]
+    names = parser["tox"]["env_list"].split(",") + rows.split("=", 1)[1].split(",")
+    return [e.strip() for e in names]
 
 
 def test_every_tox_env_has_a_job_that_runs_it_when_its_files_change() -> None:
@@ -38,7 +43,7 @@ def test_every_tox_env_has_a_job_that_runs_it_when_its_files_change() -> None:
         if tox:
             (command,) = tox
             runs[command.split()[-1]] = (job_id, job)
-    assert set(runs) == set(tox_env_list()) == ALL_ENVS
+    assert set(runs) == set(tox_env_list()) == ALL_ENVS | ROW_ENVS
     for env, (_, job) in runs.items():
         assert job["needs"] == "changes"
         assert job["if"] == f"contains(fromJSON(needs.changes.outputs.envs), '{env}')"
@@ -69,13 +74,16 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
     [
         # a plugin: its env, the envs that install it, and those that read every package
         ("packages/qbackend-executorch/src/qbackend_executorch/config.py",
-         {"executorch", "integration", "shipping", "avx2-kernels", "demo", "dist", "type", "lint"}),
+         {"executorch", "integration", "shipping", "avx2-kernels", "demo", "dist", "type", "lint",
+          "demo-torch2.13", "demo-torch2.14"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
          {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
-          "integration", "shipping", "mutation", "demo", "dist", "type", "lint"}),
+          "integration", "shipping", "mutation", "demo", "dist", "type", "lint",
+          *ROW_ENVS - {"qcore-torch2.13", "qcore-torch2.14"}}),
         # the core every package requires, and a file every env shares: everything
-        ("packages/qcore/src/qcore/api.py", ALL_ENVS),
-        ("constraints.txt", ALL_ENVS),
+        ("packages/qcore/src/qcore/api.py", ALL_ENVS | ROW_ENVS),
+        ("constraints.txt", ALL_ENVS | ROW_ENVS),
+        ("constraints/torch2.13.txt", ALL_ENVS | ROW_ENVS),
         # a guide the integration tests run as written; the shipping guide, which the
         # shipping env runs (integration's test_docs checks every guide's blocks)
         ("docs/huggingface.md", {"integration"}),

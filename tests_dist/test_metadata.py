@@ -22,12 +22,39 @@ NAMES = sorted(d.name for d in repo.distributions().values())
 RELATIVE_LINK = re.compile(r"\]\((?!https://|http://|#)([^)]+)\)")
 
 
-def pinned(name: str) -> Version:
-    """The version ``constraints.txt`` pins, which the matrix tests."""
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
-        if line.startswith(f"{name}=="):
-            return Version(line.split("==")[1])
-    raise AssertionError(f"constraints.txt pins no {name}")
+#: One constraints file per torch row of the matrix.
+ROWS = sorted((ROOT / "constraints").glob("torch*.txt"))
+
+
+def pins(path: Path) -> dict[str, Version]:
+    """What a constraints file pins, the files it takes with ``-c`` included."""
+    found: dict[str, Version] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("-c "):
+            found |= pins(path.parent / line.removeprefix("-c ").strip())
+        elif "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            found[name.strip()] = Version(version.strip())
+    return found
+
+
+def pinned(name: str, path: Path = ROOT / "constraints.txt") -> Version:
+    """The version a constraints file pins (by default the default row's, which the
+    whole matrix tests)."""
+    version = pins(path).get(name)
+    assert version is not None, f"{path.name} pins no {name}"
+    return version
+
+
+def test_each_row_pins_its_own_torch_and_the_default_row_is_the_newest() -> None:
+    assert [p.name for p in ROWS] == ["torch2.13.txt", "torch2.14.txt", "torch2.15.txt"]
+    torches = [pinned("torch", row) for row in ROWS]
+    assert [f"torch{v.major}.{v.minor}.txt" for v in torches] == [p.name for p in ROWS]
+    assert pinned("torch") == max(torches)
+    # every row tests the same torchao, tools and test-only packages: only torch differs
+    assert {name: v for name, v in pins(ROWS[0]).items() if name != "torch"} == {
+        name: v for name, v in pins(ROOT / "constraints.txt").items() if name != "torch"
+    }
 
 
 def metadata_of(wheel: Path) -> Message:
@@ -96,9 +123,12 @@ def test_requirements_name_our_core_and_the_tested_torch(
     # the index's "qcore" is an unrelated library: nothing may ever resolve to it
     assert "qcore" not in plain and "qcore" not in requirements(meta, "pt2e")
     torch = plain["torch"]
-    assert torch.specifier.contains(pinned("torch"))
-    next_minor = Version(f"{pinned('torch').major}.{pinned('torch').minor + 1}")
+    for row in ROWS:  # every torch the matrix tests, and none older or newer
+        assert torch.specifier.contains(pinned("torch", row)), f"{name} refuses {row.name}'s torch"
+    oldest, newest = pinned("torch", ROWS[0]), pinned("torch", ROWS[-1])
+    next_minor = Version(f"{newest.major}.{newest.minor + 1}")
     assert not torch.specifier.contains(next_minor), f"{name} admits untested torch {torch}"
+    assert not torch.specifier.contains(Version(f"{oldest.major}.{oldest.minor - 1}.99"))
     if name != "qcore-torch":
         core = plain["qcore-torch"]
         assert core.specifier.contains(Version(meta["Version"]))

@@ -99,7 +99,7 @@ def describe(code: str) -> dict[str, Any]:
             calls.append([call[1], *re.findall(r"'(\w*)'", call[2])])
     return {
         "op names": dict(Counter(_OP_NAME.findall(code))),
-        "assert_size_stride": sum("assert_size_stride(" in line for line in code.splitlines()),
+        "assert_size_stride": sum(bool(zoo.SIZE_CHECK.search(line)) for line in code.splitlines()),
         "calls": calls,
     }
 

@@ -1,4 +1,5 @@
-"""Quantize a few models, lower them with torch 2.13's built-in x86 Inductor passes
+"""Quantize a few models, lower them with upstream's x86 Inductor passes (torch 2.13's
+built-in copy; torchao 0.18's on the releases that dropped torch's)
 (``freezing=True``, ``torch.compile``) and measure the result. Run for
 ``test_builtin_lowering.py`` in the interpreter of mode ``builtins`` (``probe_modes.py``),
 before anything there installs a lowering of ours: no other pass (torchao's,
@@ -21,6 +22,7 @@ import torchao_reference
 from torch._inductor import config as inductor_config
 
 import qcore
+from qinductor_x86 import lowering as x86_lowering
 from qinductor_x86 import quantizer as ours
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
@@ -46,13 +48,16 @@ def measure(quantized: zoo.HeldOut) -> dict[str, Any]:
 
 
 def measure_all() -> dict[str, Any]:
-    """Every model (mode ``builtins``: torch's copy the only one registered).
+    """Every model (mode ``builtins``: upstream's copy of the passes the only one registered,
+    torch's own on 2.13, torchao 0.18's from 2.14 on).
 
     On a target that does not saturate, ``weight_rule`` changes nothing, so the model
     quantized for this host is the one quantized for a VNNI target: when the two converted
     models are the same (``lowering_zoo.same_converted_model``), the second is not compiled
     again (torch's passes do not read the int8 target; one thread is deterministic)."""
-    assert inductor_config.pre_grad_custom_pass is None, "a custom pre-grad pass is installed"
+    # upstream's copy alone: torchao's registers a pre-grad pass of its own (from torch 2.14)
+    assert x86_lowering.torch_carries_x86_passes() == (inductor_config.pre_grad_custom_pass is None)
+    assert not x86_lowering.make_lowering().installed
     ref = torchao_reference.load()
     results: dict[str, Any] = {}
     for name, twin in MODELS.items():

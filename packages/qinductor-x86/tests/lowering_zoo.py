@@ -41,6 +41,11 @@ from qcore.testing.ties import tie_variants
 
 HERE = Path(__file__).parent
 
+#: Inductor's check of each extern kernel's output in its generated code, whose message
+#: names the FX node's target: ``assert_size_stride(buf, sizes, strides, msg)`` up to torch
+#: 2.14, ``assert_tensor_metadata(buf, sizes, strides, dtype, msg)`` from 2.15 on.
+SIZE_CHECK = re.compile(r"assert_(?:size_stride|tensor_metadata)\(")
+
 #: Lines of Inductor's generated code that call a oneDNN int8 kernel.
 _KERNEL_CALL = re.compile(r"torch\.ops\.onednn\.(qconv\w*|qlinear\w*)\.\w+\(")
 

@@ -12,9 +12,10 @@ measurement of the upstream copy alone):
 * ``reference``: torchao's x86 quantizer module imported as users import it (it registers
   its passes, next to torch's default copy); no lowering of ours, but in the last part,
   ``chained``, which installs ours after torchao's;
-* ``builtins``: torch 2.13's own copy only (torchao's quantizer loaded without its
-  registration, ``torchao_reference.load``); no lowering of ours, but in the last part,
-  ``signed``, which installs ours next to torch's copy.
+* ``builtins``: upstream's copy only: torch 2.13's own (torchao's quantizer loaded without
+  its registration, ``torchao_reference.load``), or, on a torch that dropped its copy
+  (2.14 on), torchao 0.18's; no lowering of ours, but in the last part, ``signed``, which
+  installs ours next to upstream's copy.
 
 Each part is one measurement module's function; its result (JSON values) comes back with
 ``qcore.testing.fresh.emit`` as ``{part: result}``, each result with the other passes
@@ -80,6 +81,14 @@ def _load_torchaos_passes() -> None:
     torchao_reference.load_with_side_effects()
 
 
+def _upstream_passes_alone() -> None:
+    """Upstream's copy of the passes for this torch, and no other: torch's own where it
+    carries one (2.13 registers it at the first compile), torchao 0.18's where torch dropped
+    it (2.14 on)."""
+    if not x86_lowering.torch_carries_x86_passes():
+        _load_torchaos_passes()
+
+
 #: mode -> (its set-up, before anything compiles; its parts, in the order they run)
 MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
     "standalone": (
@@ -101,7 +110,7 @@ MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
         },
     ),
     "builtins": (
-        lambda: None,
+        _upstream_passes_alone,
         {
             "fanout": lambda: lower_fanout.measure_all("torch"),
             "builtin": lower_builtin.measure_all,

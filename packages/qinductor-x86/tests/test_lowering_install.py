@@ -140,3 +140,38 @@ def test_the_users_passes_still_run_during_a_lowered_compile(hooks: dict[str, ob
     assert zoo.int8_kernel_calls(code)
     assert lowering.report().int8_kernels == len(zoo.int8_kernel_calls(code))
     assert inductor_config.joint_custom_pre_pass is users
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("torch._inductor.fx_passes.post_grad", "view_to_reshape"),
+     ("torch._inductor.freezing_utils", "maybe_set_is_frozen_param")],
+)  # fmt: skip
+def test_a_torch_the_adapter_does_not_know_is_one_line_naming_the_range(
+    hooks: dict[str, object], monkeypatch: pytest.MonkeyPatch, module: str, name: str
+) -> None:
+    """A release that moved a private API the lowering needs fails at install, in one line
+    that names the torch, what it lacks and the range the distribution declares (read here
+    from its pyproject.toml), and installs nothing; never an AttributeError in a compile."""
+    import importlib
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from qcore.errors import UnsupportedTorchError
+
+    pyproject = tomllib.loads((zoo.HERE.parent / "pyproject.toml").read_text())
+    (declared,) = [Requirement(r) for r in pyproject["project"]["dependencies"] if Requirement(r).name == "torch"]
+    monkeypatch.delattr(importlib.import_module(module), name)
+    lowering = qcore.get_lowering("x86")
+    with pytest.raises(UnsupportedTorchError) as raised:
+        lowering.install()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"on torch {metadata.version('torch')}" in message
+    assert f"lacks {module}.{name}" in message
+    (stated,) = [r for r in message.split() if r.startswith("torch") and "<" in r]
+    assert Requirement(stated).specifier == declared.specifier, message
+    assert not lowering.installed
+    assert _hook_values() == hooks

@@ -20,7 +20,7 @@ WORKLOADS = ("resnet18", "mobilenet_v2", "bert", "mlp")
 _CALL = re.compile(r"^\s*(?:(\w+) = )?torch\.ops\.onednn\.(qconv|qlinear)\w*\.(\w+)\((.*)\)$", re.M)
 _PACKED = re.compile(r"^(_qinductor_x86_packed\d+) = None  # .*? torch\.int8 \(([\d, ]*)\)", re.M)
 _SHAPED = re.compile(
-    r"(?:^\s*(\w+) = (?:empty_strided_cpu|reinterpret_tensor\(\w+,)|assert_size_stride\((\w+),) \(\(?([\d, ]*)\)",
+    r"(?:^\s*(\w+) = (?:empty_strided_cpu|reinterpret_tensor\(\w+,)|assert_(?:size_stride|tensor_metadata)\((\w+),) \(\(?([\d, ]*)\)",
     re.M,
 )
 _ALIAS = re.compile(r"^\s*(\w+) = (\w+)(?:;|$)", re.M)

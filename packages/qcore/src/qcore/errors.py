@@ -61,3 +61,9 @@ class FxTraceError(RuntimeError):
     on tensors, or Python that needs real values, as Hugging Face models have). The
     message names the line where tracing stopped and the PT2E flow that takes the model
     instead; ``__cause__`` is what torch.fx raised."""
+
+
+class UnsupportedTorchError(PluginError):
+    """A plugin's adapter does not know the installed torch: a private API it needs is
+    missing. The message names the plugin, the torch found, what is missing and the range
+    the plugin supports, on one line."""

@@ -95,6 +95,44 @@ def __getattr__(name: str) -> _Any:
     return getattr(importlib.import_module(module), name)
 
 
+#: Every private torch API the lowering calls, by module: what a torch release must have
+#: for this adapter to know it. Checked when the lowering is installed, so that a release
+#: that moved one fails there, in one line, not inside a compile.
+REQUIRED_FEATURES: dict[str, tuple[str, ...]] = {
+    "torch._inductor.config": (*INDUCTOR_HOOKS, "freezing", "pattern_matcher", "layout_optimization"),
+    "torch._inductor.custom_graph_pass": ("CustomGraphPass", "get_hash_for_files"),
+    "torch._inductor.pattern_matcher": tuple(
+        name for name, module in _LAZY_INDUCTOR_NAMES.items() if module.endswith("pattern_matcher")
+    ),
+    "torch._inductor.fx_passes.joint_graph": ("early_patterns",),
+    "torch._inductor.fx_passes.post_grad": ("remove_noop_ops", "view_to_reshape", "pass_patterns"),
+    "torch._inductor.fx_passes.freezing_patterns": ("pass_patterns",),
+    "torch._inductor.fx_passes.mkldnn_fusion": (),
+    "torch._inductor.fx_passes.quantization": (),
+    "torch._inductor.freezing_utils": ("maybe_set_is_frozen_param",),
+    "torch._inductor.lowering": ("lowerings",),
+    "torch._functorch.compile_utils": ("fx_graph_cse",),
+    "torch._subclasses.fake_tensor": ("unset_fake_temporarily",),
+    "torch._guards": ("TracingContext", "detect_fake_mode"),
+    "torch.ao.quantization.fx._decomposed": (),
+}
+
+
+def missing_features() -> list[str]:
+    """The entries of :data:`REQUIRED_FEATURES` this torch lacks, as dotted names."""
+    import importlib
+
+    missing = []
+    for module_name, names in REQUIRED_FEATURES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            missing.append(module_name)
+            continue
+        missing += [f"{module_name}.{name}" for name in names if not hasattr(module, name)]
+    return missing
+
+
 def get_hook(name: str) -> _Any:
     """The current value of Inductor config entry ``name`` (one of INDUCTOR_HOOKS)."""
     import torch._inductor.config as inductor_config
@@ -381,18 +419,41 @@ def builtin_x86_passes() -> dict[str, bool]:
     }
 
 
+#: torch's two registration functions for its copy of the x86 int8 passes, which
+#: ``mkldnn_fusion`` calls at a process's first compile. torch 2.14 dropped the second with
+#: the passes it registered (weight prepack, dequant promotion); where a name is absent,
+#: that part of torch's copy is simply not there.
+_TORCH_REGISTRATIONS = ("_register_quantization_lowerings", "_register_quantization_weight_pack_pass")
+
+
+def _torch_registration(name: str) -> _Any:
+    """torch's registration function ``name``, as ``mkldnn_fusion`` will call it, or None
+    where this torch has none (or it was switched off)."""
+    from torch._inductor.fx_passes import mkldnn_fusion, quantization
+
+    function = getattr(mkldnn_fusion, name, None)
+    return function if function is not None and function is getattr(quantization, name, None) else None
+
+
+def torch_carries_x86_passes() -> bool:
+    """Whether this torch ships its own copy of the x86 int8 weight-prepack and fusion
+    passes (2.13 does; 2.14 dropped them, torchao 0.18 carries a copy)."""
+    from torch._inductor.fx_passes import quantization
+
+    return hasattr(quantization, "_register_quantization_weight_pack_pass")
+
+
 def other_x86_copies_in_freezing() -> bool:
     """Whether torch's or torchao's copy of the x86 int8 freezing passes runs in this
     compile's freezing step: torchao's once imported; torch's once registered, or about to be
-    (torch registers it at the first compile, inside freezing, unless switched off)."""
+    (torch 2.13 registers it at the first compile, inside freezing, unless switched off;
+    later releases have none)."""
     import torch
     import torch._inductor.config as inductor_config
-    from torch._inductor.fx_passes import mkldnn_fusion, quantization
 
     registered = builtin_x86_passes()
     torch_will_register = (
-        getattr(mkldnn_fusion, "_register_quantization_weight_pack_pass", None)
-        is quantization._register_quantization_weight_pack_pass
+        _torch_registration("_register_quantization_weight_pack_pass") is not None
         and bool(inductor_config.cpp.weight_prepack)
         and torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
     )
@@ -404,7 +465,8 @@ def other_x86_copies_in_freezing() -> bool:
 
 
 def switch_off_builtin_x86_passes() -> None:
-    """Replace torch 2.13's two registration functions with no-ops.
+    """Replace torch's registration functions for its copy of the passes with no-ops (those
+    this torch has: both on 2.13, the lowerings alone from 2.14 on).
 
     Effective only before the process's first compile: torch registers its passes once,
     lazily, and never unregisters them.
@@ -414,8 +476,9 @@ def switch_off_builtin_x86_passes() -> None:
     def _noop() -> None:
         return None
 
-    mkldnn_fusion._register_quantization_lowerings = _noop  # type: ignore[attr-defined]
-    mkldnn_fusion._register_quantization_weight_pack_pass = _noop  # type: ignore[assignment,attr-defined]
+    for name in _TORCH_REGISTRATIONS:
+        if _torch_registration(name) is not None:
+            setattr(mkldnn_fusion, name, _noop)
 
 
 class _PatternLowering:

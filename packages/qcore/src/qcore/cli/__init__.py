@@ -37,8 +37,10 @@ from qcore.plugins import REGISTRY
 # Upstream notices nobody running this command can act on: torchao's loader messages for
 # CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
 # RNN weights, torch's probe for the optional NumPy, the deprecation of quantized tensors,
-# and of ``reduce_range`` when a derived quantizer reads a backend's observers.
-_NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+# and of ``reduce_range`` when a derived quantizer reads a backend's observers; and torch's
+# CUDA build (the index's default) saying it found no CUDA runtime when Inductor compiles
+# C++ for the CPU.
+_NOISY_LOGGERS = ("torchao", "torch.utils._pytree", "torch.utils.cpp_extension")
 _NOISY_WARNINGS = (
     r".*were assigned during export",
     r"Failed to initialize NumPy",

@@ -16,6 +16,7 @@ __all__ = [
     "make_lowering",
     "other_x86_passes",
     "switch_off_torch_builtins",
+    "torch_carries_x86_passes",
 ]
 
 _DEFAULT = X86Lowering()
@@ -27,7 +28,8 @@ def make_lowering() -> X86Lowering:
 
 
 def switch_off_torch_builtins() -> None:
-    """Make torch 2.13 skip registering its own copy of these passes (standalone mode).
+    """Make torch skip registering its own copy of these passes (standalone mode): on 2.13
+    the weight prepack and the lowerings, from 2.14 on the lowerings it still carries.
 
     Call before the process's first ``torch.compile``: torch registers its copy once, at
     the first compile, and never unregisters it.
@@ -35,6 +37,15 @@ def switch_off_torch_builtins() -> None:
     from qinductor_x86 import _torch_private as private
 
     private.switch_off_builtin_x86_passes()
+
+
+def torch_carries_x86_passes() -> bool:
+    """Whether the installed torch ships its own copy of the x86 int8 weight-prepack and
+    fusion passes: torch 2.13 does; from 2.14 on only torchao's copy (registered when its
+    x86 quantizer module is imported) and this package's lowering exist."""
+    from qinductor_x86 import _torch_private as private
+
+    return private.torch_carries_x86_passes()
 
 
 def other_x86_passes() -> dict[str, bool]:

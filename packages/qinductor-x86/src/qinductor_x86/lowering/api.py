@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from importlib import metadata
 from types import TracebackType
 from typing import Any
 
+from qcore.errors import UnsupportedTorchError
 from qcore.int8.host import target
 from qinductor_x86.lowering.report import GraphRecord, LoweringReport
+
+DISTRIBUTION = "qinductor-x86"
+
+
+def unsupported_torch_message(missing: list[str]) -> str:
+    """One line: the torch found, what it lacks, and the range this distribution declares."""
+    supported = next(
+        (r for r in metadata.requires(DISTRIBUTION) or [] if re.match(r"torch\s*[<>=!~;]", r)),
+        "the torch its metadata names",
+    )
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    return (
+        f"{DISTRIBUTION} {metadata.version(DISTRIBUTION)} cannot lower on torch "
+        f"{metadata.version('torch')}: "
+        f"it lacks {missing[0]}{more}; this release of {DISTRIBUTION} supports {supported}"
+    )
 
 
 class X86Lowering:
@@ -36,6 +55,9 @@ class X86Lowering:
         from qinductor_x86 import _torch_private as private
         from qinductor_x86.lowering import custom_passes, hooks
 
+        missing = private.missing_features()
+        if missing:
+            raise UnsupportedTorchError(unsupported_torch_message(missing))
         self._report = LoweringReport(
             target=target().describe(), other_passes=private.builtin_x86_passes()
         )
