@@ -1,4 +1,5 @@
-"""torchao 0.18's x86 int8 fusion suite, as written, against torch's own x86 passes and
+"""torchao 0.18's x86 int8 fusion suite, as written, against upstream's x86 passes (torch's
+own copy on torch 2.13, torchao 0.18's from 2.14, where torch dropped its copy) and
 against this repository's lowering, on both routes: this CPU (VNNI or AMX) and a CPU
 without VNNI (oneDNN capped at AVX2, as the avx2-kernels env does).
 
@@ -38,7 +39,7 @@ SUITE_TAG = "v0.18.0"
 SUITE_PATH = "test/quantization/pt2e/test_x86inductor_fusion.py"
 #: ``git rev-parse v0.18.0:test/quantization/pt2e/test_x86inductor_fusion.py`` in torchao
 SUITE_BLOB = "afa48d0e8bc8716811598e4fc8c922cc8618efd1"
-VERSIONS = {"torch": "2.13.", "torchao": "0.18.0"}
+VERSIONS = {"torch": ("2.13.", "2.14.", "2.15."), "torchao": ("0.18.0",)}
 SIDES = ("torch", "ours", "torchao")
 ROUTES = ("vnni", "avx2")
 #: what makes this process a CPU without VNNI for oneDNN, qcore.int8.host and Inductor
@@ -54,10 +55,18 @@ def check_inputs(suite: Path) -> None:
     blob = git_blob_id(suite)
     if blob != SUITE_BLOB:
         sys.exit(f"{suite}: not torchao {SUITE_TAG}'s {SUITE_PATH} (blob {blob})")
-    for name, prefix in VERSIONS.items():
+    for name, prefixes in VERSIONS.items():
         version = importlib.metadata.version(name)
-        if not version.startswith(prefix):
-            sys.exit(f"{name} {version} installed; this run is for {prefix}*")
+        if not version.startswith(prefixes):
+            sys.exit(f"{name} {version} installed; this run is for {' or '.join(prefixes)}*")
+
+
+def upstream_side() -> str:
+    """The anchor: torch's own copy of the passes where this torch carries one (2.13),
+    torchao 0.18's where torch dropped it (2.14 on)."""
+    from qinductor_x86.lowering import torch_carries_x86_passes
+
+    return "torch" if torch_carries_x86_passes() else "torchao"
 
 
 def run(suite: Path, route: str, side: str, *, out: Path, cache: Path, extra: list[str]) -> Path:
@@ -115,13 +124,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", type=Path, help=f"torchao {SUITE_TAG}'s {SUITE_PATH}")
     parser.add_argument("--routes", nargs="+", choices=ROUTES, default=list(ROUTES))
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=["torch", "ours"])
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=None,
+                        help="default: upstream's copy for this torch (torch's or torchao's), ours")
     parser.add_argument("--out", type=Path, default=Path("upstream-fusion"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("-k", help="pytest -k expression (default: the whole suite)")
     args = parser.parse_args(argv)
     suite = args.suite.resolve()
     check_inputs(suite)
+    args.sides = args.sides or [upstream_side(), "ours"]
+    anchor = args.sides[0]
     args.out.mkdir(parents=True, exist_ok=True)
     extra = ["-k", args.k] if args.k else []
     runs = list(itertools.product(args.routes, args.sides))
@@ -150,20 +162,20 @@ def main(argv: list[str]) -> int:
             print(
                 f"  {side:8} {count['passed']} passed, {count['failed']} failed, {count['skipped']} skipped"
             )
-        if {"torch", "ours"} <= set(args.sides):
+        if anchor != "ours" and "ours" in args.sides:
             lost = sorted(
-                name for name, kind in results["torch"].items()
+                name for name, kind in results[anchor].items()
                 if kind == "passed" and results["ours"].get(name) != "passed"
             )  # fmt: skip
             gained = sorted(
                 name for name, kind in results["ours"].items()
-                if kind == "passed" and results["torch"].get(name) != "passed"
+                if kind == "passed" and results[anchor].get(name) != "passed"
             )  # fmt: skip
-            summary[route] |= {"torch only": lost, "ours only": gained}
-            print(f"  passing with torch's passes but not ours: {len(lost)}")
+            summary[route] |= {f"{anchor} only": lost, "ours only": gained}
+            print(f"  passing with {anchor}'s passes but not ours: {len(lost)}")
             for name in lost:
                 print(f"    {name}")
-            print(f"  passing with ours but not torch's: {len(gained)}")
+            print(f"  passing with ours but not {anchor}'s: {len(gained)}")
             for name in gained:
                 print(f"    {name}")
             missing_any = missing_any or bool(lost)

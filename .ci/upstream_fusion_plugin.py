@@ -44,7 +44,7 @@ def quantizer_module_without_registration() -> types.ModuleType:
     if source.count(_REGISTRATION) != 1:
         raise RuntimeError(f"{path}: cannot find where pass registration starts")
     tail = source[source.index(_REGISTRATION) :]
-    if "_register_quantization_weight_pack_pass()" not in tail:
+    if "_register_quantization_weight_pack_pass(" not in tail:
         raise RuntimeError(f"{path}: the part cut off does not register torchao's passes")
     module = types.ModuleType(_MODULE)
     module.__file__ = str(path)

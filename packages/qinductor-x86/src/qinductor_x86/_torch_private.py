@@ -497,9 +497,15 @@ class _PatternLowering:
     """
 
     _inductor_lowering_function = True
+    # From torch 2.15, Inductor re-derives a node's fake value after the post-grad passes
+    # when its inputs changed; a lowering handler says how (its op, on fake tensors), as
+    # ``register_lowering_pattern(output_metadata_fn=...)`` does. Earlier releases ignore it.
+    _inductor_lowering_output_metadata_ignores_input_storage = True
+    _inductor_lowering_output_metadata_is_input = None
 
     def __init__(self, op: torch._ops.OpOverload, realize: tuple[int, ...]) -> None:
         self.op = op
+        self._inductor_lowering_output_metadata_fn = op
         self.realize = realize
         self.label = f"{op.namespace}::{op._opname}.{op._overloadname}"
         # what FX and Inductor read off a call target (its printed graph, the op name of
