@@ -1,5 +1,6 @@
 """torch's counters (``counters["inductor"]``) mean the same under this lowering alone as
-under torch 2.13's own x86 passes, key by key, on every graph family.
+under upstream's x86 passes (torch 2.13's own and torchao 0.18's; torchao's alone from
+torch 2.14, which dropped its own), key by key, on every graph family.
 
 Each side compiles every graph of ``lowering_counters_probe.GRAPHS`` once, in the fresh
 interpreter of its lowering mode (``probe_modes.py``; which x86 passes exist is
@@ -61,8 +62,12 @@ def _result(sides: dict[str, dict[str, Any]], side: str, graph: str) -> dict[str
 
 def test_each_side_ran_the_passes_it_should(sides: dict[str, dict[str, Any]]) -> None:
     assert not any(sides["ours"]["_other_passes"].values()), sides["ours"]["_other_passes"]
+    from qinductor_x86.lowering import torch_carries_x86_passes
+
     theirs = sides["torch"]["_other_passes"]
-    assert theirs["torch weight prepack and fusion"] and theirs["torchao weight prepack and fusion"]
+    # torchao's copy, and torch's own where this torch still carries one (2.13)
+    assert theirs["torchao weight prepack and fusion"]
+    assert theirs["torch weight prepack and fusion"] == torch_carries_x86_passes()
 
 
 @pytest.mark.parametrize("graph", list(GRAPHS))
