@@ -129,12 +129,14 @@ def row_env_names() -> list[str]:
 
 
 def _raw(parser: configparser.ConfigParser, section: str, key: str) -> str:
-    """A key of a section (else of its ``base`` section, else ``[testenv]``'s), with
+    """A key of a section (else of the first of its ``base`` sections that has it, else
+    ``[testenv]``'s), with
     ``{[section]key}`` expanded."""
+    bases = _names(parser[section].get("base", "")) if parser.has_section(section) else []
     if parser.has_option(section, key):
         value = parser[section][key]
-    elif parser.has_option(section, "base"):
-        value = _raw(parser, parser[section]["base"], key)
+    elif any(parser.has_option(base, key) for base in bases):
+        value = next(_raw(parser, base, key) for base in bases if parser.has_option(base, key))
     else:
         value = parser["testenv"].get(key, "")
     return re.sub(r"\{\[([^\]]+)\](\w+)\}", lambda m: _raw(parser, m[1], m[2]), value)

@@ -33,7 +33,8 @@ KERNELS = {False: ops.LINEAR_DYNAMIC_FP16, True: ops.LINEAR_RELU_DYNAMIC_FP16}
 
 def holds_fp16_weight(node: Node) -> bool:
     """Whether ``node`` reads a weight stored in fp16 (what makes a graph one to lower)."""
-    return node.target is CAST and node.args[1] == torch.float16
+    # (bool(): from torch 2.15 the stubs type a dtype comparison as possibly symbolic)
+    return node.target is CAST and bool(node.args[1] == torch.float16)
 
 
 def _region(form: prepack.Form, bias: bool, relu: bool) -> Callable[..., torch.Tensor]:
