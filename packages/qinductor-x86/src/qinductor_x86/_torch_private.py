@@ -497,7 +497,7 @@ class _PatternLowering:
     """
 
     _inductor_lowering_function = True
-    # From torch 2.15, Inductor re-derives a node's fake value after the post-grad passes
+    # From torch 2.14, Inductor re-derives a node's fake value after the post-grad passes
     # when its inputs changed; a lowering handler says how (its op, on fake tensors), as
     # ``register_lowering_pattern(output_metadata_fn=...)`` does. Earlier releases ignore it.
     _inductor_lowering_output_metadata_ignores_input_storage = True
