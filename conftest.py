@@ -86,3 +86,18 @@ def one_thread() -> Iterator[None]:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = variable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def conv_bn_patterns_exported_once() -> Iterator[None]:
+    """torchao re-exports its ~100 conv-bn rewrite patterns (strict ``torch.export``, a
+    second each) on every QAT ``prepare_qat_pt2e`` / ``convert_pt2e``; a session that
+    compares two QAT flows exports each once (``qcore._torch_private.reused_pattern_graphs``,
+    which the conformance kit uses too). Where torchao is not installed: nothing to reuse."""
+    if importlib.util.find_spec("torchao") is None or importlib.util.find_spec("qcore") is None:
+        yield
+        return
+    from qcore._torch_private import reused_pattern_graphs
+
+    with reused_pattern_graphs():
+        yield

@@ -8,9 +8,14 @@ its owning package's tests fail.
 Targets and the tests that must kill their mutants are in ``mutants.toml``. A mutant is
 one AST edit of an installed module (the wheel's copy, which the tests import): a flipped
 comparison, a swapped arithmetic or boolean operator, an integer moved by one, a negated
-condition, a removed ``not``. Each runs its target's tests with ``-x`` in a fresh
-process; the mutant is killed when they fail (or time out). A surviving mutant fails the
-run unless ``mutants_equivalent.toml`` lists it with the reason it cannot change behaviour.
+condition, a removed ``not``, one element dropped from a set literal (an op missing from
+an op set). Each runs its target's tests with ``-x`` in a fresh process, and pytest's exit
+code is the verdict: 1 (tests failed) killed, 0 survived, anything else an error, as are
+a timeout and a mutant that makes its own module fail to import (see :func:`verdict`).
+Killed is the only good outcome: an error is not a kill, and any error or survivor fails
+the run. A survivor passes only if ``mutants_equivalent.toml`` lists it with the reason it
+cannot change behaviour (then it is never picked). Before the mutants, each distinct test
+list of the picked targets runs once unmutated (the baseline): it must pass.
 The seed defaults to the checked-out commit, so every commit checks another sample and a
 rerun of one commit checks the same one.
 """
@@ -19,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import hashlib
 import importlib.util
-import os
 import random
+import re
 import subprocess
 import sys
+import textwrap
 import time
 import tomllib
 from collections import Counter
@@ -171,6 +178,15 @@ def _edits(node: ast.AST) -> Iterator[tuple[str, Callable[[ast.AST], None]]]:
             n.test = ast.UnaryOp(op=ast.Not(), operand=n.test)  # type: ignore[attr-defined]
 
         yield "negate-condition", negate
+    elif isinstance(node, ast.Set):
+        # a set literal is a membership table (an op set, the names a check accepts):
+        # leaving one member out is the bug of a table that forgot an entry
+        for position, element in enumerate(node.elts):
+
+            def drop(n: ast.AST, position: int = position) -> None:
+                del n.elts[position]  # type: ignore[attr-defined]
+
+            yield f"drop {ast.unparse(element)[:60]}", drop
 
 
 def mutants_of(target: Target) -> list[Mutant]:
@@ -217,34 +233,135 @@ def mutated_text(mutant: Mutant) -> str:
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
-def run_tests(target: Target, timeout: float) -> tuple[bool, float]:
-    """Whether the target's tests pass, and how long they took."""
+KILLED, SURVIVED, ERROR = "killed", "SURVIVED", "ERROR"
+#: pytest's exit codes other than 0 (passed) and 1 (tests failed): none says a test failed.
+_PYTEST_CODES = {
+    2: "interrupted (a collection error, or -x stopped at an error outside the tests)",
+    3: "pytest's internal error",
+    4: "a usage error (pytest's arguments)",
+    5: "no tests collected",
+}
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class Run:
+    """One pytest run: its exit code (None: it timed out), wall time and output."""
+
+    code: int | None
+    seconds: float
+    output: str
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        return "\n".join(self.output.rstrip().splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # KILLED, SURVIVED or ERROR
+    seconds: float
+    why: str = ""  # for an error: what went wrong, then the tail of pytest's output
+
+
+def run_tests(tests: tuple[str, ...], timeout: float) -> Run:
+    """The tests, in a fresh interpreter (short tracebacks: :func:`raised_at_import` reads
+    their frame lines)."""
     start = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *target.tests],
+            [sys.executable, "-m", "pytest", "-x", "-q", "--tb=short", "-p", "no:cacheprovider",
+             *tests],
             cwd=repo.ROOT, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return False, time.monotonic() - start
-    return done.returncode == 0, time.monotonic() - start
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout or ""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else output
+        return Run(None, time.monotonic() - start, text)
+    return Run(done.returncode, time.monotonic() - start, done.stdout + done.stderr)
 
 
-def try_mutant(mutant: Mutant, timeout: float) -> tuple[bool, float]:
-    """(killed, seconds): the installed module mutated for the duration of one test run."""
+def raised_at_import(output: str, module: str) -> bool:
+    """Whether a traceback in ``output`` runs through the top level of ``module`` (its
+    path inside site-packages): the module raised while it was being imported. pytest's
+    short frames read ``.../qcore/x.py:12: in <module>``, Python's own (a fresh
+    interpreter's, quoted in a test's message) ``File ".../qcore/x.py", line 12, in <module>``."""
+    name = re.escape(module)
+    return re.search(rf'{name}(:\d+: in <module>|", line \d+, in <module>)', output) is not None
+
+
+def verdict(run: Run, module: str) -> Verdict:
+    """A mutant's verdict from the run of its target's tests.
+
+    Only exit code 1 (tests failed) kills, and only when the mutated module imported: a
+    mutant that breaks the import is caught by any test that imports the module, whatever
+    it checks, so counting it would flatter the tests (settle it with ``pragma: no mutate``
+    on that line, saying why). 0 is a survivor. Everything else says nothing about the
+    tests and is an error: a timeout (a hang, or a machine too slow for ``--timeout``), a
+    collection error or an interrupt (2), pytest's internal or usage error (3, 4), no tests
+    collected (5), a crash (a negative code: killed by a signal)."""
+    tail = run.tail()
+    if run.code is None:
+        return Verdict(ERROR, run.seconds, f"timed out after {run.seconds:.0f}s\n{tail}")
+    if run.code in (1, 2) and raised_at_import(run.output, module):
+        why = f"the mutated {module} raises when imported (pytest exit {run.code})"
+        return Verdict(ERROR, run.seconds, f"{why}\n{tail}")
+    if run.code == 1:
+        return Verdict(KILLED, run.seconds)
+    if run.code == 0:
+        return Verdict(SURVIVED, run.seconds)
+    meaning = _PYTEST_CODES.get(run.code, "a crash" if run.code < 0 else "an unknown exit code")
+    return Verdict(ERROR, run.seconds, f"pytest exit {run.code}: {meaning}\n{tail}")
+
+
+def try_mutant(mutant: Mutant, timeout: float) -> Verdict:
+    """The installed module mutated for the duration of one test run, and the verdict."""
     path = installed(mutant.target.module)
-    original = path.read_bytes()
-    cached = path.parent / "__pycache__"
+    text = mutated_text(mutant)
     try:
-        path.write_text(mutated_text(mutant))
-        for pyc in cached.glob(f"{path.stem}.*.pyc"):
-            pyc.unlink()
-        passed, seconds = run_tests(mutant.target, timeout)
-        return not passed, seconds
+        compile(text, str(path), "exec")
+    except SyntaxError as exc:  # the edit itself is broken: a bug of this script
+        return Verdict(ERROR, 0.0, f"the mutated module does not compile: {exc}")
+    original = path.read_bytes()
+    try:
+        path.write_text(text)
+        _forget_bytecode(path)
+        return verdict(run_tests(mutant.target.tests, timeout), mutant.target.module)
     finally:
         path.write_bytes(original)
-        for pyc in cached.glob(f"{path.stem}.*.pyc"):
+        _forget_bytecode(path)
+
+
+def _forget_bytecode(path: Path) -> None:
+    """Delete the cached bytecode of ``path`` (next to it, and under the pycache prefix
+    tox sets), so that no interpreter runs the mutant after the original is back, nor the
+    original during a mutant's run (a same-size edit written in the same second as the
+    bytecode would pass the timestamp check)."""
+    places = [path.parent / "__pycache__"]
+    if sys.pycache_prefix:
+        places.append(Path(importlib.util.cache_from_source(str(path))).parent)
+    for place in places:
+        for pyc in place.glob(f"{path.stem}.*.pyc"):
             pyc.unlink()
+
+
+def baseline(picked: list[Mutant], timeout: float) -> list[str]:
+    """Each distinct test list of the picked mutants' targets, run once unmutated: the
+    problems (a list that does not pass makes every verdict on it meaningless)."""
+    lists: dict[tuple[str, ...], list[str]] = {}
+    for mutant in picked:
+        names = lists.setdefault(mutant.target.tests, [])
+        if mutant.target.name not in names:
+            names.append(mutant.target.name)
+    problems = []
+    for tests, names in lists.items():
+        run = run_tests(tests, timeout)
+        label = ", ".join(names)
+        if run.code == 0:
+            print(f"  baseline {label}: green in {run.seconds:.0f}s", flush=True)
+            continue
+        why = "timed out" if run.code is None else f"pytest exit {run.code}"
+        problems.append(f"baseline {label}: {why} unmutated ({' '.join(tests)})\n{run.tail()}")
+    return problems
 
 
 def default_seed() -> str:
@@ -253,25 +370,43 @@ def default_seed() -> str:
     return done.stdout.strip() or "0"
 
 
+def chosen_targets(patterns: list[str]) -> list[Target]:
+    """The targets named (shell patterns: ``int8-*``), or every target; a pattern that
+    names none is an error, not an empty run."""
+    every = targets()
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(t.name, p) for t in every)]
+    if unmatched:
+        sys.exit(f"mutants.py: no target matches {', '.join(unmatched)}")
+    return [t for t in every if not patterns or any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
+
+
+def pick(candidates: list[Mutant], size: int, seed: str) -> list[Mutant]:
+    rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest(), 16))
+    return rng.sample(candidates, min(size, len(candidates)))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mutants.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--sample", type=int, default=0, help="this many mutants, seeded")
+    parser.add_argument("--sample", type=int, default=6, help="this many mutants, seeded")
     parser.add_argument("--all", action="store_true", help="every mutant of the targets")
     parser.add_argument("--seed", default=None)
-    parser.add_argument("--target", action="append", default=[], help="only these targets")
+    parser.add_argument(
+        "--target", action="append", default=[],
+        help="only these targets (a shell pattern: 'int8-*')",
+    )  # fmt: skip
     parser.add_argument("--list", action="store_true")
     parser.add_argument(
         "--mutant", action="append", default=[],
         help="only these, by name (a name without its #N suffix: every mutant of that name)",
     )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="name the picked mutants only")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="per test run; an error")
     parser.add_argument(
         "--no-baseline", action="store_true",
-        help="skip the unmutated run (CI: the package envs run the same tests unmutated)",
+        help="skip the unmutated runs (only when you have just run those tests green)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    chosen = [t for t in targets() if not args.target or t.name in args.target]
+    chosen = chosen_targets(args.target)
     everything = [m for t in chosen for m in mutants_of(t)]
     if args.list:
         for t in chosen:
@@ -289,35 +424,39 @@ def main(argv: list[str]) -> int:
     elif args.all:
         picked = candidates
     else:
-        rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest(), 16))
-        picked = rng.sample(candidates, min(args.sample or 6, len(candidates)))
+        picked = pick(candidates, args.sample, seed)
     print(f"mutants.py: {len(picked)} of {len(candidates)} mutants (seed {seed[:12]}; "
           f"{len(known)} listed as equivalent)", flush=True)  # fmt: skip
+    if not picked:
+        print("mutants.py: ERROR: no mutant picked; an empty run checks nothing")
+        return 1
     if args.dry_run:
         for mutant in picked:
             print(f"  {mutant.target.name} line {mutant.line}: {mutant.ident}")
         return 0
-    for target in [] if args.no_baseline else sorted({m.target for m in picked}, key=str):
-        passed, seconds = run_tests(target, args.timeout)
-        if not passed:
-            print(f"mutants.py: {target.name}'s tests fail unmutated; fix them first")
-            return 1
-        print(f"  baseline {target.name}: green in {seconds:.0f}s", flush=True)
-    survivors = []
+    problems = [] if args.no_baseline else baseline(picked, args.timeout)
+    if problems:
+        for problem in problems:
+            print(f"mutants.py: ERROR {problem}")
+        print("mutants.py: the tests fail unmutated; no mutant was run")
+        return 1
+    verdicts: dict[str, list[tuple[Mutant, Verdict]]] = {KILLED: [], SURVIVED: [], ERROR: []}
     for mutant in picked:
-        killed, seconds = try_mutant(mutant, args.timeout)
-        status = "killed" if killed else "SURVIVED"
-        print(f"  {status:8} {seconds:5.0f}s  {mutant.target.name} line {mutant.line}: "
+        result = try_mutant(mutant, args.timeout)
+        verdicts[result.status].append((mutant, result))
+        print(f"  {result.status:8} {result.seconds:5.0f}s  {mutant.target.name} line {mutant.line}: "
               f"{mutant.kind} in {mutant.where}: {mutant.source}", flush=True)  # fmt: skip
-        if not killed:
-            survivors.append(mutant)
-    killed_count = len(picked) - len(survivors)
-    print(f"mutation score: {killed_count}/{len(picked)} killed")
-    for mutant in survivors:
+        if result.why:
+            print(textwrap.indent(result.why, "      | "), flush=True)
+    killed, survived, errors = (verdicts[s] for s in (KILLED, SURVIVED, ERROR))
+    print(f"mutation score: {len(killed)}/{len(picked)} killed, {len(survived)} survived, "
+          f"{len(errors)} errors")  # fmt: skip
+    for mutant, _ in survived:
         print(f"survivor (kill it with a test, or list it in {EQUIVALENT.name}): {mutant.ident}")
-    return 1 if survivors else 0
+    for mutant, result in errors:
+        print(f"error (not a kill; see above): {mutant.ident}: {result.why.splitlines()[0]}")
+    return 1 if survived or errors else 0
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     sys.exit(main(sys.argv[1:]))

@@ -108,3 +108,35 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     run = (ROOT / ".ci" / "run").read_text()
     assert f"{command} 2>&1 | tee .tox/ci-tox.log" in run
     assert "-c constraints.txt tox tox-uv" in command  # the tools at the versions CI pins
+
+
+#: What a test module does when it compares a compiled int8 model's output with the eager
+#: converted model's: oneDNN's int8 kernels compute that output, and differ by CPU kind.
+_COMPARES_COMPILED = ("assert_exact(", "codes_compiled", "sqnr_compiled", "compare_outputs(",
+                      "compare_codes(")  # fmt: skip
+#: ...and what it does to compile (itself, or in the fresh interpreters of its probes)
+_COMPILES = ("torch.compile", "zoo.lower(", "compile_and_run(", "compile_with_lowering(",
+             "run_script(", "probes", "measure_held_out(")  # fmt: skip
+
+
+def _host_dependent_test_modules() -> list[str]:
+    found = []
+    for path in sorted([*ROOT.glob("tests/test_*.py"), *ROOT.glob("packages/*/tests/test_*.py")]):
+        text = path.read_text()
+        if path.resolve() != Path(__file__).resolve() and any(m in text for m in _COMPARES_COMPILED) and any(m in text for m in _COMPILES):
+            found.append(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_every_test_comparing_compiled_int8_outputs_reruns_on_avx2_kernels() -> None:
+    """A test module that compiles an int8 model and compares its output with the eager
+    model's depends on the CPU's int8 kernels: the ``avx2-kernels`` env must run it again
+    on oneDNN's saturating AVX2 kernels, or on a VNNI host its AVX2-route claims rest on the
+    lowering's own report."""
+    sys.path.insert(0, str(ROOT / ".ci"))
+    import repo
+
+    rerun = set(repo.tox_envs()["avx2-kernels"].set_env["QTESTS"].split())
+    found = _host_dependent_test_modules()
+    assert len(found) >= 15, found  # the markers still find the suite's compiling tests
+    assert sorted(set(found) - rerun) == []

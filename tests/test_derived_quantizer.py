@@ -1,7 +1,8 @@
 """The PT2E quantizer derived from each FX backend agrees with the FX flow on the zoo.
 
 For ``onednn`` and ``executorch``, on every model of ``qcore.testing.models`` (BN,
-residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, ...): the derived
+residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, the layers of all
+those mixed in one net, ...): the derived
 flow runs wherever ``qcore.fx`` runs, its SQNR against float is never more than 1 dB
 below FX's, its output agrees with FX's (>= 30 dB) wherever FX reaches 30 dB, and it
 quantizes the same ops, kind by kind: what ``prepare_fx`` decided for each call against
@@ -31,7 +32,13 @@ from qcore.int8.host import targeting
 from qcore.metrics import sqnr
 from qcore.testing.architectures import architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
-from qcore.testing.models import ModelCase, all_cases, case, functional_keyword_cases
+from qcore.testing.models import (
+    ModelCase,
+    all_cases,
+    case,
+    functional_keyword_cases,
+    mixed_layer_cases,
+)
 
 
 class _ConvTranspose(nn.Module):
@@ -91,6 +98,7 @@ EXTRA = {
         "f_conv_transpose2d", partial(_ConvTranspose, 2, True), _image(8, 8)
     ),
     **{c.name: c for c in functional_keyword_cases()},
+    **{c.name: c for c in mixed_layer_cases()},
     **{n: architecture(n) for n in ("resnet50", "vit", "swin", "shufflenet_v2", "squeezenet")},
 }
 CASES = [c.name for c in all_cases()] + list(EXTRA)
@@ -205,6 +213,64 @@ def _assert_derived_matches_fx(model_case: ModelCase, backend: str) -> None:
     assert derived.kinds == _without_folded_batch_norms(fx.kinds, derived.converted), (
         f"FX quantizes {dict(fx.kinds)}, derived {dict(derived.kinds)}"
     )
+
+
+def _activation_qparams(converted: torch.fx.GraphModule) -> list[tuple[float, int]]:
+    """(scale, zero point) of every per-tensor quantize in a converted graph, sorted: FX's
+    reference ops read theirs from attributes, PT2E's decomposed ops take them as numbers."""
+    found = []
+    for node in converted.graph.nodes:
+        if node.target is torch.quantize_per_tensor:
+            scale, zero_point = (getattr(converted, a.target) for a in node.args[1:3])
+        elif node.target == torch.ops.quantized_decomposed.quantize_per_tensor.default:
+            scale, zero_point = node.args[1:3]
+        else:
+            continue
+        found.append((float(scale), int(zero_point)))
+    return sorted(found)
+
+
+class _ReshapedFloatConvs(nn.Module):
+    """``cat`` of two reshapes (ops that share their input's observer), each after a conv
+    the ExecuTorch backend keeps in float (1-D, then 3-D)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1d = nn.Conv1d(8, 8, 3, padding=1)
+        self.conv3d = nn.Conv3d(8, 8, (1, 3, 3), padding=(0, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        a = self.conv1d(x.flatten(2)).reshape(n, 8, 4, 4)
+        v = self.conv3d(x.unsqueeze(2)).reshape(n, 8, 4, 4)
+        return torch.cat([a, v], dim=1)
+
+
+#: Where FX shares observers across layers the ExecuTorch backend keeps in float.
+SHARING = {
+    **{c.name: c for c in mixed_layer_cases()},
+    "reshaped_float_convs": ModelCase(
+        "reshaped_float_convs", _ReshapedFloatConvs, lambda: (torch.randn(2, 8, 4, 4),)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARING))
+def test_derived_executorch_observes_as_fx_does(name: str) -> None:
+    """The derived ExecuTorch quantizer quantizes every activation FX quantizes, with
+    FX's qparams: FX's reference representation computes with its observers' qparams.
+    FX shares one observer across a scalar op's input and output (mixed layers: ``mul``
+    and ``add`` after a float op); of a ``cat``, only its first input keeps what its
+    producer's output shared (a reshape's input edge), every other input's producer joins
+    the ``cat``'s observer alone. Zero points equal; scales to 1e-6 relative (the derived
+    flow runs float 1-D convs as 2-D ones, whose kernels may round a range's last bit
+    otherwise)."""
+    model_case = SHARING[name]
+    fx = _activation_qparams(run_fx(model_case, "executorch").converted)
+    derived = _activation_qparams(run_derived(model_case, "executorch").converted)
+    assert [z for _, z in derived] == [z for _, z in fx], (fx, derived)
+    scales = zip([d for d, _ in derived], [f for f, _ in fx], strict=True)
+    assert all(math.isclose(d, f, rel_tol=1e-6) for d, f in scales), (fx, derived)
 
 
 def test_a_quantizer_plugin_of_the_same_name_wins() -> None:

@@ -9,11 +9,18 @@ converted model the file was made from), for the deployed side (``deployed.py``)
   quantizer on the AVX2 route, every conv on a doubled reduction.
 * phones: an ExecuTorch ``.pte`` with the XNNPACK delegate for every zoo model and for the
   functional convolutions, each with the delegation report of its lowering; ExecuTorch's
-  own quantizer on the functional convolutions, lowered but not written (it cannot be).
+  own quantizer on the functional convolutions, lowered but not written (it cannot be);
+  the mixed-layer model (``qcore.testing.models.MixedLayers``) by the quantizer derived
+  from the ``executorch`` FX backend.
+
+The zoo models are cut to their first layer (:func:`first_layer`): the second repeats the
+first's ops, so it adds nothing to compile, delegate or compare, but doubles the time
+AOTInductor's C++ build and ExecuTorch's lowering take on each model.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +33,14 @@ from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
     get_symmetric_quantization_config,
 )
 from executorch.exir import to_edge_transform_and_lower
-from shipped import output_qparams
+from shipped import output_qparams, with_int32_bias
 from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
+from qcore.annotation.transforms import conv3d_as_conv2d
 from qcore.testing import transformers_zoo
+from qcore.testing.models import mixed_layer_cases
 from qquantizer_xnnpack.delegation import DelegationReport, watch
 
 #: The guide, run as written by the session's ``guide`` fixture, and the files it writes
@@ -45,6 +54,20 @@ DOUBLED = "reduction doubled"
 
 def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def first_layer(model: nn.Module) -> nn.Module:
+    """A zoo model cut, in place, to the first of its layers (the one ``nn.ModuleList`` of
+    ``transformers_zoo.SMALL["layers"]`` blocks)."""
+    cut = []
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.ModuleList) and len(child) == transformers_zoo.SMALL["layers"]:
+                setattr(module, name, child[:1])
+                cut.append(f"{type(module).__name__}.{name}")
+    if len(cut) != 1:
+        raise ValueError(f"first_layer: expected one list of layers, found {cut or 'none'}")
+    return model
 
 
 def _golden(path: Path, inputs: tuple[torch.Tensor, ...], eager: list[torch.Tensor]) -> None:
@@ -76,14 +99,16 @@ class _GptAndBert(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.models = nn.ModuleList(transformers_zoo.build(name)[0] for name in ZOO_X86)
+        self.models = nn.ModuleList(
+            first_layer(transformers_zoo.build(name)[0]) for name in ZOO_X86
+        )
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(model(ids, mask) for model in self.models)
 
 
 def _tokens(seed: int) -> tuple[torch.Tensor, ...]:
-    _, inputs = transformers_zoo.build(ZOO_X86[0])  # both take the zoo's ids and padded mask
+    _, inputs = transformers_zoo.MODELS[ZOO_X86[0]]  # both take the zoo's ids and padded mask
     return inputs(seed)
 
 
@@ -153,13 +178,16 @@ def functional_package(folder: Path, converted: torch.fx.GraphModule) -> Package
 @dataclass
 class Program:
     """A converted model lowered with the XNNPACK partitioner: the delegation report, what
-    the test counted in the lowered program, what the converted and float models compute
-    on the golden input, and the ``.pte`` (None: not written)."""
+    the test counted in the lowered program, what the converted model computes on the
+    golden input (as it is, and with its biases rounded to int32 as XNNPACK adds them:
+    ``shipped.with_int32_bias``) and what the float model does, and the ``.pte`` (None:
+    not written)."""
 
     report: DelegationReport
     delegate_calls: int
     quantized_outside: list[str]
     eager: list[torch.Tensor]
+    int32_bias_eager: list[torch.Tensor]
     reference: list[torch.Tensor] = field(default_factory=list)
     file: Path | None = None
 
@@ -180,7 +208,8 @@ def _lower(
     ]
     with torch.no_grad():
         eager = list(_tuple(converted(*inputs)))
-    return edge, Program(coverage.report(edge), len(calls), outside, eager)
+        int32_bias = list(_tuple(with_int32_bias(converted)(*inputs)))
+    return edge, Program(coverage.report(edge), len(calls), outside, eager, int32_bias)
 
 
 def _write(edge: Any, inputs: tuple[torch.Tensor, ...], program: Program, path: Path) -> None:
@@ -190,13 +219,18 @@ def _write(edge: Any, inputs: tuple[torch.Tensor, ...], program: Program, path: 
 
 
 def zoo_programs(folder: Path) -> dict[str, Program]:
-    """Every zoo model by the XNNPACK quantizer (per-channel), as a ``.pte``."""
+    """Every zoo model, cut to its first layer, by the XNNPACK quantizer (per-channel),
+    calibrated as ``transformers_zoo.quantize`` does (seeds 1 to 4), as a ``.pte``."""
     programs = {}
     for name in transformers_zoo.MODELS:
-        converted, model, batch = transformers_zoo.quantize(
-            name, qcore.get_quantizer("xnnpack", is_per_channel=True)
-        )
-        edge, programs[name] = _lower(converted, batch)
+        model, inputs = transformers_zoo.build(name)
+        model, batch = first_layer(model), inputs(transformers_zoo.HELD_OUT)
+        quantizer = qcore.get_quantizer("xnnpack", is_per_channel=True)
+        prepared = prepare_pt2e(qcore.export(copy.deepcopy(model), inputs(0)), quantizer)
+        with torch.no_grad():
+            for seed in range(1, 5):
+                prepared(*inputs(seed))
+        edge, programs[name] = _lower(convert_pt2e(prepared), batch)
         with torch.no_grad():
             programs[name].reference = [model(*batch)]
         _write(edge, batch, programs[name], folder / f"{name}.pte")
@@ -229,3 +263,29 @@ def functional_programs(folder: Path, converted: torch.fx.GraphModule) -> Functi
     except RuntimeError as error:
         their_error = str(error)
     return FunctionalPrograms(ours, output_qparams(converted), their_program, their_error)
+
+
+@dataclass
+class DerivedProgram:
+    program: Program
+    qparams: list[tuple[float, int]]
+
+
+def derived_program(folder: Path) -> DerivedProgram:
+    """The mixed-layer model by ``qcore.get_quantizer("executorch")`` (derived from the FX
+    backend), its 3-D convolution rewritten as a 2-D one first, as docs/shipping.md says
+    (ExecuTorch runs no 3-D convolution), calibrated on four batches, as a ``.pte``."""
+    (model_case,) = mixed_layer_cases()
+    model, batches = model_case.model(), model_case.calibration_batches()
+    exported = conv3d_as_conv2d(qcore.export(model, batches[0]))
+    prepared = prepare_pt2e(exported, qcore.get_quantizer("executorch", model=model))
+    with torch.no_grad():
+        for batch in batches:
+            prepared(*batch)
+    converted = convert_pt2e(prepared)
+    held_out = model_case.inputs(functional.HELD_OUT)
+    edge, program = _lower(converted, held_out)
+    with torch.no_grad():
+        program.reference = [model(*held_out)]
+    _write(edge, held_out, program, folder / "mixed_layers_executorch.pte")
+    return DerivedProgram(program, output_qparams(converted))

@@ -61,11 +61,17 @@ def functional_programs(
 
 
 @pytest.fixture(scope="session")
+def derived_program(tmp_path_factory: pytest.TempPathFactory) -> builds.DerivedProgram:
+    return builds.derived_program(tmp_path_factory.mktemp("derived"))
+
+
+@pytest.fixture(scope="session")
 def torch_only(
     guide: tuple[Path, str],
     x86_packages: dict[str, builds.Package],
     zoo_programs: dict[str, builds.Program],
     functional_programs: builds.FunctionalPrograms,
+    derived_program: builds.DerivedProgram,
 ) -> dict[str, Any]:
     """Every AOTInductor package and ``.pte`` of the session, run by ``deployed.py`` in
     one fresh interpreter where qcore, its plugins and torchao cannot be imported, with
@@ -78,6 +84,7 @@ def torch_only(
         *(package.file for package in x86_packages.values()),
         *(program.file for program in zoo_programs.values()),
         functional_programs.ours.file,
+        derived_program.program.file,
     ]
     assert all(file is not None for file in files)
     report = run_deployed("torch-only", files, env={"ONEDNN_MAX_CPU_ISA": "AVX2"})

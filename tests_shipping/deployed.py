@@ -6,8 +6,8 @@ server or a phone does, and save what they compute for the test to compare.
 ``MODE`` ``torch-only``: before anything else, qcore, its plugins and torchao are made
 unimportable (an import of any of them raises), then each ``NAME.pt2`` (an AOTInductor
 package, ``torch._inductor.aoti_load_package``) or ``NAME.pte`` (an ExecuTorch program,
-ExecuTorch's runtime) runs on the inputs in ``NAME.golden.pt``; its outputs are saved as
-``NAME.deployed.pt``. ``MODE`` ``with-qcore``: ``NAME.pt`` is loaded with ``torch.load``,
+ExecuTorch's runtime) runs on the inputs in ``NAME.golden.pt``; its outputs are saved next
+to it (:func:`outputs_path`). ``MODE`` ``with-qcore``: ``NAME.pt`` is loaded with ``torch.load``,
 ``NAME.pt2`` with ``qcore.load_exported``, after a plain ``torch.export.load`` of the
 first program was tried (it fails in a fresh process, which is why the loader exists), and
 ``NAME.state.pt`` is a state dict, loaded as the guide says into a model this process
@@ -61,6 +61,13 @@ class _Logged(logging.Handler):
         )
 
 
+def outputs_path(file: Path) -> Path:
+    """Where the outputs ``file`` computed are saved: ``FILE.deployed.pt``, after the whole
+    file name, since files of one stem run too (the guide's ``cnn_xnnpack.pt2``, loaded
+    with qcore, and ``cnn_xnnpack.pte``, its lowering: one golden pair, two outputs)."""
+    return file.with_name(f"{file.name}.deployed.pt")
+
+
 def _as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
@@ -82,7 +89,7 @@ def torch_only(files: list[Path]) -> dict[str, Any]:
             package = torch._inductor.aoti_load_package(str(file))
             with torch.no_grad():
                 outputs = list(_as_tuple(package(*inputs)))
-        torch.save(outputs, file.with_suffix(".deployed.pt"))
+        torch.save(outputs, outputs_path(file))
         ran.append(file.name)
     loaded = sorted({m.partition(".")[0] for m in sys.modules} & NOT_DEPLOYED)
     return {"ran": ran, "imported": loaded}
@@ -127,7 +134,7 @@ def with_qcore(files: list[Path]) -> dict[str, Any]:
             changed[file.name] = any(
                 not torch.equal(a, b) for a, b in zip(before, outputs, strict=True)
             )
-        torch.save(outputs, file.with_suffix(".deployed.pt"))
+        torch.save(outputs, outputs_path(file))
         ran.append(file.name)
     return {
         "ran": ran,

@@ -17,9 +17,11 @@ from torch import Tensor
 INT16_MIN, INT16_MAX = -32768, 32767
 #: The documented rule: a channel whose pair sums on calibration peak above 90 % of the
 #: int16 limit takes the widest of these half ranges that brings the peak under that line
-#: (scale = amax / half range), down to 63.5, which no uint8 input can overflow.
+#: (scale = amax / half range), down to 63.5, which no uint8 input can overflow (codes in
+#: [-64, 64]: 2 * 64 * 255 = 32640).
 FULL_HALF_RANGE = 127.5
-CANDIDATES = (111.5, 95.5, 79.5, 63.5)
+SAFE_HALF_RANGE = 63.5
+CANDIDATES = (111.5, 95.5, 79.5, SAFE_HALF_RANGE)
 HEADROOM_LIMIT = 0.9 * INT16_MAX
 
 
@@ -93,17 +95,32 @@ def overflows(rows: Tensor, weight_codes: Tensor) -> Tensor:
     return ((sums < INT16_MIN) | (sums > INT16_MAX)).any(3).any(2).any(0)
 
 
+def corner_rows(channels: int, taps: int = 1, qmax: int = 255) -> Tensor:
+    """``(4, channels, taps)``: every input in ``[0, qmax]`` that can give a pair its
+    extreme sums. A pair sum ``x0*w0 + x1*w1`` is linear in its two inputs, so over the
+    box ``[0, qmax]^2`` it peaks at one of the box's four corners; and no two pairs share
+    an input, so row ``k`` puts corner ``k`` on every pair at once and each pair meets all
+    four corners somewhere in the four rows."""
+    corners = torch.tensor([[0, 0], [0, qmax], [qmax, 0], [qmax, qmax]], dtype=torch.int64)
+    rows = corners.repeat(1, (channels + 1) // 2)[:, :channels]
+    return rows[:, :, None].expand(4, channels, taps)
+
+
+def _any_input_rows(weight_codes: Tensor, qmax: int) -> Tensor:
+    taps = int(torch.tensor(weight_codes.shape[2:], dtype=torch.int64).prod())
+    return corner_rows(weight_codes.shape[1], taps, qmax)
+
+
+def worst_pair_sums(weight_codes: Tensor, qmax: int = 255) -> Tensor:
+    """Per output channel, the largest ``|pair sum|`` any uint8 input in ``[0, qmax]``
+    can give (every pair on every corner of its input box)."""
+    return peaks(_any_input_rows(weight_codes, qmax), weight_codes)
+
+
 def any_input_can_overflow(weight_codes: Tensor, qmax: int = 255) -> Tensor:
-    """Per output channel: whether some uint8 input in [0, qmax] overflows a pair (the
-    worst input puts qmax on the weights of one sign, 0 on the others)."""
-    w = weight_codes.to(torch.int64).reshape(weight_codes.shape[0], weight_codes.shape[1], -1)
-    if w.shape[1] % 2:
-        w = F.pad(w, (0, 0, 0, 1))
-    a, b = w[:, 0::2], w[:, 1::2]
-    positive = a.clamp(min=0) + b.clamp(min=0)
-    negative = a.clamp(max=0) + b.clamp(max=0)
-    worst = torch.maximum(positive, -negative) * qmax
-    return (worst > INT16_MAX).flatten(1).any(1)
+    """Per output channel: whether some uint8 input in [0, qmax] takes a pair sum out of
+    [-32768, 32767] (every pair on every corner of its input box)."""
+    return overflows(_any_input_rows(weight_codes, qmax), weight_codes)
 
 
 def expected_half_ranges(rows: Tensor, weight: Tensor, qmax: int = 255) -> list[float]:

@@ -740,3 +740,30 @@ def test_a_pattern_listed_twice_fails_its_second_declaration() -> None:
     assert [(r.ok, r.detail) for r in formed] == [
         (True, ""), (False, "the same pattern is declared more than once")
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "allowed"),
+    [("hardsigmoid", True), ("hardsigmoid_", True), ("leaky_relu", True), ("softsign", False)],
+)
+def test_only_the_allow_listed_tensor_methods_may_stay_unsynthesizable(
+    install_backend: InstallBackend, method: str, allowed: bool
+) -> None:
+    """torch's own configs declare the methods ``hardsigmoid``, ``hardsigmoid_`` and
+    ``leaky_relu``, which ``torch.Tensor`` lacks: no model can hold them, so they pass; any
+    other method the kit cannot build a model for fails."""
+    assert not hasattr(torch.Tensor, method)
+    name = f"method{method.replace('_', 'x')}"
+    install_backend(
+        name,
+        f"""
+        def build():
+            return BackendConfig("{name}").set_backend_pattern_config(
+                BackendPatternConfig("{method}").add_dtype_config(ACT)
+            )
+        """,
+    )
+    (result,) = [r for r in check_backend(name) if r.check == "prepare-convert"]
+    assert result.ok is allowed, result
+    prefix = "not synthesizable (allow-listed): " if allowed else "not synthesizable: "
+    assert result.detail.startswith(prefix), result

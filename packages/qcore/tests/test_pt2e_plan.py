@@ -9,8 +9,6 @@ plan's own report.
 
 from __future__ import annotations
 
-import math
-
 import int16_pairs as pairs
 import torch
 import torch.nn.functional as F
@@ -21,7 +19,8 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET
+from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET, DepthPlan
+from qcore.int8.pt2e_plan import ModelPlan
 from qcore.int8.pt2e_ranges import activation_observer_ctr, weight_observer_ctr
 
 
@@ -88,13 +87,6 @@ def _layers(converted: torch.fx.GraphModule) -> dict[str, tuple[Tensor, Tensor, 
     return found
 
 
-def _worst(codes: Tensor, qmax: int) -> int:
-    """The largest |pair sum| over input codes in [0, qmax], by brute force."""
-    w = codes.to(torch.int64)
-    w0, w1 = w[:, 0::2], w[:, 1::2]
-    return int(max((a0 * w0 + a1 * w1).abs().max() for a0 in (0, qmax) for a1 in (0, qmax)))
-
-
 def test_every_layer_is_exact_at_single_depth_or_doubled_within_the_budget() -> None:
     """Doubled layers (those whose pair sums can still overflow) keep torchao's scales and
     add at most 4.5 % multiply-adds; the input read by ``left`` and ``right`` is one quantize
@@ -104,7 +96,7 @@ def test_every_layer_is_exact_at_single_depth_or_doubled_within_the_budget() -> 
     floats = {"linear": model.trunk, "linear_1": model.left, "linear_2": model.right,
               "linear_3": model.body, "linear_4": model.head}  # fmt: skip
     macs = {name: m.weight.numel() for name, m in floats.items()}  # one row per sample
-    doubled = [n for n, (codes, _, _, qmax) in layers.items() if _worst(codes, qmax) > pairs.INT16_MAX]
+    doubled = [n for n, (codes, _, _, qmax) in layers.items() if bool(pairs.any_input_can_overflow(codes, qmax).any())]
     assert doubled  # the budget buys something here
     assert sum(macs[n] for n in doubled) <= DOUBLED_MAC_BUDGET * sum(macs.values())
     for name in doubled:
@@ -126,16 +118,42 @@ def test_a_target_with_vnni_builds_torchaos_observers() -> None:
     assert all(q[3] == 255 for q in _layers(converted).values())
 
 
+def _prepared(*batches: Tensor) -> tuple[torch.fx.GraphModule, ModelPlan]:
+    """A fresh model prepared (for the current target) and calibrated on ``batches``, and
+    its plan holder, which has planned nothing yet."""
+    prepared = prepare_pt2e(torch.export.export(Fork().eval(), (batches[0],)).module(), _quantizer())
+    for batch in batches:
+        prepared(batch)
+    observer = next(m for m in prepared.modules() if getattr(m, "plan", None) is not None)
+    return prepared, observer.plan
+
+
+def _content(model_plan: ModelPlan, depth_plan: DepthPlan) -> tuple[object, ...]:
+    """What a plan decides, its 7-bit inputs named by the layers that read them (the
+    observers are each model's own objects)."""
+    seven = sorted(x.name for x in model_plan.layers if x.input_observer in depth_plan.seven_bit)
+    return (seven, sorted(map(str, depth_plan.doubled)), depth_plan.total_macs,
+            depth_plan.doubled_macs, depth_plan.added_noise)  # fmt: skip
+
+
 def test_the_plan_follows_the_calibration() -> None:
-    """Inputs calibrated again (here: scaled so that 7-bit rounding costs nothing next to
-    the weights) make a new plan; the one made before is not reused."""
+    """Inputs calibrated again (here: a thousand times larger, which changes the noise the
+    plan adds) make a new plan, equal in every decision and in its noise to the plan a
+    fresh model calibrated the same way makes (not one made from statistics kept from
+    before); the plan made before is not reused, nor changed in place. While nothing
+    changes, the plan made is the one kept."""
+    small = torch.randn(32, 64, generator=torch.Generator().manual_seed(0))
+    large = 1e3 * torch.randn(32, 64, generator=torch.Generator().manual_seed(1))
     with host.targeting("avx2"):
-        prepared = prepare_pt2e(torch.export.export(Fork().eval(), (torch.randn(32, 64),)).module(), _quantizer())
-        prepared(torch.randn(32, 64, generator=torch.Generator().manual_seed(0)))
-        weight_observer = next(m for m in prepared.modules() if getattr(m, "plan", None) is not None)
-        plan = weight_observer.plan
+        prepared, plan = _prepared(small)
         first = plan.plan()
-        prepared(1e3 * torch.randn(32, 64, generator=torch.Generator().manual_seed(1)))
+        before = _content(plan, first)
+        assert plan.plan() is first  # nothing changed: kept
+        prepared(large)
         second = plan.plan()
+        _, fresh = _prepared(small, large)
+        expected = _content(fresh, fresh.plan())
     assert second is not first
-    assert math.isfinite(second.added_noise)
+    assert _content(plan, first) == before
+    assert _content(plan, second) == expected
+    assert second.added_noise != first.added_noise  # the new calibration shows in the plan

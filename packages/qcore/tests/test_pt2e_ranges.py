@@ -2,7 +2,8 @@
 
 A small registry quantizer with uint8 activations (the x86 quantizer's kind) runs
 torchao's own ``prepare_pt2e`` / ``convert_pt2e``; the weights it produces are checked
-against scales computed here from the float weights."""
+against scales computed here from the float weights, and their pair sums by brute force
+(``int16_pairs``), never by ``qcore.int8.saturation``'s own helpers."""
 
 from __future__ import annotations
 
@@ -23,14 +24,7 @@ import qcore
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.int8.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
-from qcore.int8.saturation import (
-    INT16_MAX,
-    SAFE_HALF_RANGE,
-    never_overflow_half_ranges,
-    range_cost_db,
-    weight_codes,
-    worst_case_pair_sum,
-)
+from qcore.int8.saturation import never_overflow_half_ranges, range_cost_db
 
 
 class _Uint8Quantizer(RegistryQuantizer):
@@ -200,8 +194,10 @@ def test_an_unlinked_observer_keeps_every_channel_safe() -> None:
     weight = torch.randn(4, 9, generator=torch.Generator().manual_seed(3))
     observer(weight)
     scale, _ = observer.calculate_qparams()
-    torch.testing.assert_close(scale, weight.abs().amax(1) / SAFE_HALF_RANGE)
-    assert operator.le(float(torch.round(weight.abs().amax(1) / scale).max()), 64)
+    torch.testing.assert_close(scale, weight.abs().amax(1) / pairs.SAFE_HALF_RANGE)
+    codes = torch.clamp(torch.round(weight / scale[:, None]), -128, 127)
+    assert operator.le(float(codes.abs().max()), 64)
+    assert not bool(pairs.any_input_can_overflow(codes).any())
 
 
 def test_never_overflow_rule_needs_no_calibration_and_no_input_can_overflow() -> None:
@@ -213,12 +209,12 @@ def test_never_overflow_rule_needs_no_calibration_and_no_input_can_overflow() ->
         observer(weight)
         scale, _ = observer.calculate_qparams()
     codes = torch.clamp(torch.round(weight / scale[:, None]), -128, 127)
-    assert worst_case_pair_sum(codes) <= INT16_MAX
+    assert not bool(pairs.any_input_can_overflow(codes).any())
     # narrower than torchao's full range where pairs of large weights meet, yet wider
     # than the blanket safe range on every channel of this layer
     full = weight.abs().amax(1) / 127.5
     assert bool((scale >= full).all()) and bool((scale > full).any())
-    assert bool((scale < weight.abs().amax(1) / SAFE_HALF_RANGE).all())
+    assert bool((scale < weight.abs().amax(1) / pairs.SAFE_HALF_RANGE).all())
     # the cold layer: each channel's one large weight sits next to near-zero ones
     cold = TargetPerChannelWeightObserver(rule="never_overflow", quant_min=-128, quant_max=127)
     cold(model.cold.weight.detach())
@@ -237,7 +233,11 @@ def test_never_overflow_holds_on_the_codes_the_converted_model_computes() -> Non
         scale, zero_point = observer.calculate_qparams()
     quantize = torch.ops.quantized_decomposed.quantize_per_channel.default
     codes = quantize(weight, scale, zero_point, 0, -128, 127, torch.int8)
-    assert worst_case_pair_sum(codes) <= INT16_MAX
+    assert not bool(pairs.any_input_can_overflow(codes).any())
+    # the full range's codes as torch's quantize computes them: the tie goes to -128
+    full_scale = weight.abs().amax(1) / 127.5
+    full = quantize(weight, full_scale, zero_point, 0, -128, 127, torch.int8)
+    assert bool(pairs.any_input_can_overflow(full).any())
     assert float(scale[0]) > float(weight.abs().max()) / 127.5  # narrowed, not kept at full
 
 
@@ -271,13 +271,11 @@ def test_range_cost_matches_a_measured_layer(shape: str, input_scale: float) -> 
     halves = never_overflow_half_ranges(weight, 255, 127.5)
     x_q = torch.round(x / input_scale) * input_scale
 
-    def measured_noise(half: Tensor | float) -> float:
-        codes, scales = weight_codes(weight, half)
+    def measured_noise(half_ranges: list[float]) -> float:
+        codes, scales = pairs.codes_for(weight, half_ranges)
         return float(((x_q @ (codes * scales[:, None]).T - x @ weight.T) ** 2).mean())
 
-    measured = 10 * math.log10(
-        measured_noise(torch.tensor(halves, dtype=torch.float64)) / measured_noise(127.5)
-    )
+    measured = 10 * math.log10(measured_noise(list(halves)) / measured_noise([127.5] * 32))
     moments = (float(x.mean()), float((x**2).mean()))
     estimated = range_cost_db(weight, halves, 127.5, moments, float(((x_q - x) ** 2).mean()))
     assert measured > 0.05  # the narrower range does cost something here

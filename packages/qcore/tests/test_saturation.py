@@ -1,7 +1,9 @@
 """qcore.int8.saturation: the emulated non-VNNI arithmetic and the per-channel range choice.
 
-Checked against independent references: a plain-Python pairwise int16 accumulation,
-torch's own convolutions, and, on a host without VNNI, oneDNN's int8 kernels themselves.
+Checked against independent references: a plain-Python pairwise int16 accumulation, the
+brute-force pair sums of ``int16_pairs`` (never this module's own ``worst_case_pair_sum``
+or ``weight_codes``), torch's own convolutions, and, on a host without VNNI, oneDNN's int8
+kernels themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from qcore import host
 from qcore.engine import quantized_engine
 from qcore.int8 import saturation
 from qcore.int8.saturation import (
-    INT16_MAX,
     SAFE_HALF_RANGE,
     Geometry,
     _rows,
@@ -28,7 +29,6 @@ from qcore.int8.saturation import (
     never_overflow_half_ranges,
     range_cost_db,
     weight_codes,
-    worst_case_pair_sum,
 )
 from qcore.metrics import sqnr
 
@@ -61,17 +61,21 @@ def test_emulation_matches_a_plain_pairwise_reduction() -> None:
 
 
 def test_depthwise_and_safe_weights_cannot_overflow() -> None:
+    """Brute force over every uint8 input: the module's safe range keeps every pair in
+    int16 where the full range does not, a depthwise layer (one channel per group, paired
+    with a zero) cannot overflow, and its emulation is the exact per-channel sum."""
     gen = torch.Generator().manual_seed(1)
     w = torch.randn(16, 8, 3, 3, generator=gen)
-    full, _ = weight_codes(w, 127.5)
-    safe, _ = weight_codes(w, SAFE_HALF_RANGE)
-    assert worst_case_pair_sum(full) > INT16_MAX
-    assert worst_case_pair_sum(safe) <= INT16_MAX
-    depthwise, _ = weight_codes(torch.randn(16, 1, 3, 3, generator=gen), 127.5)
-    assert worst_case_pair_sum(depthwise) <= INT16_MAX
+    full = pairs.full_range_codes(w)
+    safe, _ = pairs.codes_for(w, [SAFE_HALF_RANGE] * 16)
+    assert bool(pairs.any_input_can_overflow(full).any())
+    assert not bool(pairs.any_input_can_overflow(safe).any())
+    depthwise = pairs.full_range_codes(torch.randn(16, 1, 3, 3, generator=gen))
+    assert not bool(pairs.any_input_can_overflow(depthwise).any())
     x = torch.full((4, 16, 9), 255)
     grouped = emulate_accumulators(x, depthwise.reshape(16, 1, 9), groups=16)
-    assert torch.equal(grouped, emulate_accumulators(x, depthwise.reshape(16, 1, 9), 16, False))
+    exact = torch.einsum("sct,ct->sc", x, depthwise.reshape(16, 9))  # group c: channel c alone
+    assert torch.equal(grouped, exact.double())
 
 
 GEOMETRIES = [
@@ -287,7 +291,10 @@ def test_a_pair_sum_of_exactly_the_int16_limit_is_no_overflow() -> None:
     uint8's [0, 255].)"""
     weight = torch.tensor([[1.0, 90 / 127.5], [1.0, 0.5]], dtype=torch.float64)
     codes, _ = weight_codes(weight, 127.5)
-    assert codes[0].tolist() == [127, 90] and worst_case_pair_sum(codes[:1], 151) == INT16_MAX
+    assert codes[0].tolist() == [127, 90]
+    assert pairs.worst_pair_sums(codes[:1], 151).tolist() == [pairs.INT16_MAX]
+    assert not bool(pairs.any_input_can_overflow(codes[:1], 151).any())
+    assert bool(pairs.any_input_can_overflow(codes[:1], 152).any())  # one code more overflows
     assert never_overflow_half_ranges(weight, 151) == (127.5, 127.5)
     assert never_overflow_half_ranges(weight) == never_overflow_half_ranges(weight, 255)
 
@@ -310,7 +317,11 @@ def test_emulation_in_chunks_misses_no_output_channel(
         for g in range(groups)
     ], 1)
     assert torch.equal(got, expected.double())
-    assert not torch.equal(got, emulate_accumulators(rows, codes, groups, saturate=False))
+    exact = torch.cat([
+        torch.einsum("sct,oct->so", rows[:, 4 * g : 4 * (g + 1)], codes[6 * g : 6 * (g + 1)])
+        for g in range(groups)
+    ], 1)
+    assert not torch.equal(expected, exact)  # the case saturates somewhere
 
 
 def _range_cost_by_hand(
@@ -360,7 +371,7 @@ def _host_conv(x: torch.Tensor, w: torch.Tensor, half: float, zero_point: int) -
     """oneDNN's quantized conv on this host, and the emulated saturated / exact results."""
     scale = float((x.max() - x.min()) / 255)
     xq = torch.quantize_per_tensor(x, scale, zero_point, torch.quint8)
-    codes, w_scale = weight_codes(w, half)
+    codes, w_scale = pairs.codes_for(w, [half] * w.shape[0])
     wq = torch._make_per_channel_quantized_tensor(
         codes.to(torch.int8), w_scale, torch.zeros(w.shape[0], dtype=torch.long), 0
     )
@@ -377,7 +388,7 @@ def _host_conv(x: torch.Tensor, w: torch.Tensor, half: float, zero_point: int) -
     flat = codes.reshape(w.shape[0], w.shape[1], 9)
     comp = zero_point * flat.sum((1, 2))
     sat = (emulate_accumulators(cols, flat) - comp) * scale * w_scale
-    exa = (emulate_accumulators(cols, flat, saturate=False) - comp) * scale * w_scale
+    exa = (torch.einsum("sct,oct->so", cols, flat.double()) - comp) * scale * w_scale
     as_positions = kernel.permute(0, 2, 3, 1).reshape(-1, w.shape[0]).double()
     return as_positions, sat, exa
 
@@ -410,15 +421,12 @@ def test_never_overflow_ranges_hold_for_any_input_and_are_tight(
     gen = torch.Generator().manual_seed(seed)
     weight = torch.randn(*shape, generator=gen) * torch.rand(shape[0], *([1] * (len(shape) - 1)), generator=gen)
     halves = torch.tensor(never_overflow_half_ranges(weight, act_max), dtype=torch.float64)
-    codes, _ = weight_codes(weight, halves)
-    flat = codes.reshape(codes.shape[0], codes.shape[1], -1)
-    # brute force: every input in [0, act_max], one channel pair at a time
-    for o, c, t in itertools.product(range(flat.shape[0]), range(0, flat.shape[1] - 1, 2), range(flat.shape[2])):
-        w0, w1 = float(flat[o, c, t]), float(flat[o, c + 1, t])
-        assert max(abs(w0 * x0 + w1 * x1) for x0 in (0, act_max) for x1 in (0, act_max)) <= INT16_MAX
-    assert bool((halves >= SAFE_HALF_RANGE).all()) and bool((halves <= 127.5).all())
+    codes, _ = pairs.codes_for(weight, halves.tolist())
+    # brute force: every pair (an odd last channel with a zero) on every input in [0, act_max]
+    assert not bool(pairs.any_input_can_overflow(codes, act_max).any()), halves
+    assert bool((halves >= pairs.SAFE_HALF_RANGE).all()) and bool((halves <= 127.5).all())
     # tight: a channel kept below the full range has a pair within two codes of the limit
-    limit = INT16_MAX // act_max
+    limit = pairs.INT16_MAX // act_max
     narrowed = halves < 127.5
-    peaks = torch.tensor([worst_case_pair_sum(codes[o : o + 1], 1) for o in range(codes.shape[0])])
+    peaks = pairs.worst_pair_sums(codes, 1)  # the largest |code pair| of each channel
     assert bool((peaks[narrowed] >= limit - 2).all()), (halves, peaks)

@@ -56,24 +56,36 @@ def test_each_tie_is_broken_the_other_way_in_its_own_variant() -> None:
 
 
 def test_a_kernel_that_breaks_the_ties_upwards_is_exact_only_with_the_variants() -> None:
-    x = _input(TIED + UNTIED)
+    # four tied outputs of sixteen: a quarter, as many as MAX_TIE_EXCUSED lets ties excuse
+    x = _input(TIED + UNTIED * 3)
     eager = _model()(x)
-    upwards = eager + torch.tensor([SCALE] * 4 + [0.0] * 4)
+    upwards = eager + torch.tensor([SCALE] * 4 + [0.0] * 12)
     plain = compare_codes(eager, upwards, scale=SCALE)
     assert (plain.off_by_one, plain.exact) == (4, False)
     variants = tie_variants(_model(), (x,))
     excused = compare_codes(eager, upwards, scale=SCALE, variants=variants)
+    assert (excused.off_by_one, excused.tie_excused, excused.exact) == (0, 4, True)
+    assert "4 more on the eager model's own ties (at most 4 allowed)" in str(excused)
 
     # whole outputs, on the grid of the reference's range: pairs (0, 0) and (255, 255) make
     # it [0, 255 * SCALE], one code per SCALE
-    x = _input([*TIED, 0, 0, 255, 255])
+    x = _input([*TIED, 0, 0, 255, 255, *UNTIED * 3])
     eager = _model()(x)
-    upwards = eager + torch.tensor([SCALE] * 4 + [0.0] * 2)
+    upwards = eager + torch.tensor([SCALE] * 4 + [0.0] * 14)
     variants = [(v,) for v in tie_variants(_model(), (x,))]
     (whole,) = compare_outputs((eager,), (upwards,), variants=variants)
     assert (whole.scale, whole.off_by_one, whole.tie_excused, whole.exact) == (SCALE, 0, 4, True)
-    assert (excused.off_by_one, excused.tie_excused, excused.exact) == (0, 4, True)
-    assert "4 more on the eager model's own ties" in str(excused)
+
+
+def test_ties_excuse_at_most_a_quarter_of_the_codes() -> None:
+    """Half the outputs tied, all broken upwards: each is one a variant moves, and still
+    too many to be ties (MAX_TIE_EXCUSED)."""
+    x = _input(TIED + UNTIED)
+    eager = _model()(x)
+    upwards = eager + torch.tensor([SCALE] * 4 + [0.0] * 4)
+    diff = compare_codes(eager, upwards, scale=SCALE, variants=tie_variants(_model(), (x,)))
+    assert (diff.off_by_one, diff.tie_excused, diff.exact) == (0, 4, False), str(diff)
+    assert "(at most 2 allowed)" in str(diff)
 
 
 @pytest.mark.parametrize("where", [slice(4, 6), slice(0, 1)])

@@ -1,11 +1,13 @@
-"""Quantize and compile a layer followed by one post-op, with the post-op table edited
-before anything reads it: ``python postop_row_probe.py ROW (without|added)``; the result
-comes back through ``qcore.testing.fresh.emit``.
+"""Quantize and compile, for each row named, a layer followed by that row's post-op, with
+the post-op table edited before anything reads it:
+``python postop_row_probe.py (without|added) ROW [ROW ...]``; the results come back through
+``qcore.testing.fresh.emit`` as ``{row: result}``.
 
-``without`` drops row ``ROW`` from the table; ``added`` drops it and appends it again,
-written here as a contributor adding that post-op would write it (:data:`NEW_ROWS`). Run by
-test_postop_table.py, each in a fresh interpreter (the table is read once, when the
-annotators and the lowering load). The rows: ``tanh`` (a plain one), ``leaky_relu`` (a
+``without`` drops the rows from the table; ``added`` drops them and appends them again,
+written here as a contributor adding those post-ops would write them (:data:`NEW_ROWS`).
+Run by test_postop_table.py, one fresh interpreter per mode (the table is read once, when
+the annotators and the lowering load; each row's model uses only its own post-op, so the
+rows cannot stand in for one another). The rows: ``tanh`` (a plain one), ``leaky_relu`` (a
 scalar argument), ``hardtanh`` (clamp-like, so a narrower output range folds into it).
 """
 
@@ -39,11 +41,11 @@ NEW_ROWS = {
     ),
 }
 
-row, mode = sys.argv[1], sys.argv[2]
-shipped = [p for p in table.POST_OPS if p.name == row]
-table.POST_OPS = tuple(p for p in table.POST_OPS if p.name != row)
+mode, rows = sys.argv[1], sys.argv[2:]
+shipped = {row: [p for p in table.POST_OPS if p.name == row] for row in rows}
+table.POST_OPS = tuple(p for p in table.POST_OPS if p.name not in rows)
 if mode == "added":
-    table.POST_OPS += (NEW_ROWS[row],)
+    table.POST_OPS += tuple(NEW_ROWS[row] for row in rows)
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -81,22 +83,24 @@ def post_op_node(gm: torch.fx.GraphModule, target: Any) -> torch.fx.Node:
     return next(n for n in gm.graph.nodes if n.target == target)
 
 
-build, shape, target, options = MODELS[row]
-torch.manual_seed(0)
-model, inputs = build().eval(), (zoo.example(*shape),)
-exported = torch.export.export(model, inputs).module()
-annotated = qcore.get_quantizer("x86", **options).annotate(copy.deepcopy(exported))
-converted = zoo.quantize(model, inputs, qcore.get_quantizer("x86", **options))
-# the post-op's output quantize, as converted: (scale, zero point, qmin, qmax)
-quantize = next(iter(post_op_node(converted, target).users))
-lowered = zoo.lower(converted, inputs)
-emit(
-    {
-        "shipped_row_is_the_new_row": shipped == [NEW_ROWS[row]],
+def measure(row: str) -> dict[str, Any]:
+    build, shape, target, options = MODELS[row]
+    torch.manual_seed(0)
+    model, inputs = build().eval(), (zoo.example(*shape),)
+    exported = torch.export.export(model, inputs).module()
+    annotated = qcore.get_quantizer("x86", **options).annotate(copy.deepcopy(exported))
+    converted = zoo.quantize(model, inputs, qcore.get_quantizer("x86", **options))
+    # the post-op's output quantize, as converted: (scale, zero point, qmin, qmax)
+    quantize = next(iter(post_op_node(converted, target).users))
+    lowered = zoo.lower(converted, inputs)
+    return {
+        "shipped_row_is_the_new_row": shipped[row] == [NEW_ROWS[row]],
         "annotated": "quantization_annotation" in post_op_node(annotated, target).meta,
         "lowered": dict(lowered.report.lowered),
         "kernel_lines": [line.strip() for line in lowered.code.splitlines() if "torch.ops.onednn." in line],
         "output_qparams": [quantize.args[i] for i in range(1, 5)],
         "codes": lowered.codes_json(),
     }
-)
+
+
+emit({row: measure(row) for row in rows})

@@ -2,8 +2,10 @@
 annotators and the lowering's patterns both follow it, a scalar argument and a clamp's
 bounds included.
 
-The probe drops a row, then adds it back as a contributor would write it; each table is
-read in a fresh interpreter, compiled once. Rows: tanh after a linear; leaky_relu after a
+The probe drops the rows, then adds them back as a contributor would write them; each
+table is read in a fresh interpreter (two: without the rows, with them added), each row's
+model compiled once. Fusion is read in Inductor's generated code: the oneDNN kernel call
+that takes the post-op by name and writes the post-op's quantized output itself. Rows: tanh after a linear; leaky_relu after a
 linear (a scalar argument: the kernel must get the module's slope); hardtanh after a conv
 with 7-bit activations (clamp-like: the narrower output range merges with its bounds into
 the kernel's one hardtanh).
@@ -31,15 +33,23 @@ FUSED = {
 def row_probes() -> dict[tuple[str, str], dict[str, Any]]:
     with ThreadPoolExecutor(2) as pool:  # two interpreters side by side
         runs = {
-            (row, mode): pool.submit(zoo.run_script, "postop_row_probe.py", row, mode)
-            for row in ROWS
+            mode: pool.submit(zoo.run_script, "postop_row_probe.py", mode, *ROWS)
             for mode in ("without", "added")
         }
-        return {key: run.result() for key, run in runs.items()}
+        return {(row, mode): run.result()[row] for mode, run in runs.items() for row in ROWS}
 
 
 def _fused(result: dict[str, Any], row: str) -> list[str]:
+    """What the lowering's report says it fused with ``row``."""
     return [name for name in result["lowered"] if f" + {row}" in name]
+
+
+def _int8_output_calls(result: dict[str, Any], row: str) -> list[str]:
+    """The generated code's oneDNN kernel calls that apply ``row`` and write uint8 codes
+    with the post-op's output quantize parameters: the quantize fused too."""
+    scale, zero_point, _, _ = result["output_qparams"]
+    written = f"{scale!r}, {zero_point}, torch.uint8, '{row}', "
+    return [line for line in result["kernel_lines"] if written in line]
 
 
 def _post_op_in_kernels(result: dict[str, Any], attr: str) -> list[list[float]]:
@@ -59,9 +69,10 @@ def test_without_the_row_neither_side_fuses_it(
     without = row_probes[row, "without"]
     assert not without["annotated"]
     # the kernel's float output runs into the post-op, which the lowering would fuse
-    # (torch's own copy of the passes, registered in the probe, may still fuse it into a
-    # float-output kernel: the generated code is not this lowering's alone)
+    # (torch's own copy of the passes, registered in the probe on 2.13, may still fuse it
+    # into a float-output kernel: the generated code is not this lowering's alone)
     assert not _fused(without, row), without["lowered"]
+    assert not any(f"torch.uint8, '{row}'" in line for line in without["kernel_lines"])
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -72,6 +83,7 @@ def test_one_added_row_reaches_the_quantizer_and_the_lowering(
     assert added["shipped_row_is_the_new_row"]
     assert added["annotated"]
     assert _fused(added, row) == [FUSED[row]], added["lowered"]
+    assert len(_int8_output_calls(added, row)) == 1, added["kernel_lines"]
     # the fused post-op computes what the eager model's does, code for code
     zoo.assert_exact(added["codes"])
 

@@ -103,3 +103,44 @@ def test_qat_close_to_ptq() -> None:
 
     assert ptq_sqnr > 35, ptq_sqnr
     assert qat_sqnr >= ptq_sqnr - 1, (qat_sqnr, ptq_sqnr)
+
+
+_PATTERNS_REUSED_OR_NOT = """
+import copy, torch
+from torch import nn
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
+from qcore._torch_private import reused_pattern_graphs
+from qcore.testing.fresh import emit
+import qcore
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 1),
+                      nn.BatchNorm2d(4)).train()
+inputs = (torch.randn(2, 3, 8, 8),)
+
+def flow():
+    exported = torch.export.export(copy.deepcopy(model), inputs).module()
+    prepared = prepare_qat_pt2e(exported, qcore.get_quantizer("xnnpack", is_qat=True))
+    prepared(*inputs)
+    converted = convert_pt2e(prepared)
+    ops = sorted(str(n.target) for n in converted.graph.nodes if n.op == "call_function")
+    return ops, converted(*inputs)
+
+plain_ops, plain = flow()
+with reused_pattern_graphs():
+    reused_ops, reused = flow()
+emit({"same_ops": plain_ops == reused_ops, "bn_folded": not any("batch_norm" in o for o in plain_ops),
+      "bitwise": bool(torch.equal(plain, reused))})
+"""
+
+
+def test_the_conv_bn_rewrites_give_torchaos_graph_when_patterns_are_reused() -> None:
+    """``qcore._torch_private.reused_pattern_graphs`` (every test session and the
+    conformance kit run QAT under it) skips torchao's rewrites for conv functions the graph
+    never calls and exports each pattern once: the converted model is torchao's own, op for
+    op and bit for bit, compared in a fresh interpreter where nothing is patched first."""
+    from qcore.testing.fresh import run_fresh
+
+    outcome = run_fresh(_PATTERNS_REUSED_OR_NOT)
+    assert outcome.ok, outcome.describe()
+    assert outcome.result() == {"same_ops": True, "bn_folded": True, "bitwise": True}

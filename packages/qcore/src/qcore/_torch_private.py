@@ -35,6 +35,116 @@ def aten_pattern_graph(pattern: Callable[..., Any], example_inputs: tuple[Any, .
     return graph
 
 
+_PATTERN_EXPORTER = "_get_aten_graph_module_for_pattern"
+#: torchao's modules that call its pattern exporter by a name bound at their import
+_PATTERN_EXPORT_USERS = (
+    "torchao.quantization.pt2e.utils",
+    "torchao.quantization.pt2e.qat_utils",
+    "torchao.quantization.pt2e.reference_representation_rewrite",
+)
+
+
+def _pattern_key(pattern: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What a pattern's exported graph depends on: its code, what its closure and defaults
+    hold, and the shapes and dtypes (never the values) of its example inputs; ``None``
+    where something else could matter (then nothing is reused)."""
+    import torch
+
+    def spec(value: object) -> object:
+        if isinstance(value, torch.Tensor):
+            return ("tensor", tuple(value.shape), value.dtype, value.device.type)
+        if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+            return value
+        if isinstance(value, (tuple, list)):
+            return tuple(spec(v) for v in value)
+        if callable(value) and hasattr(value, "__qualname__"):
+            return value
+        raise TypeError(type(value).__name__)
+
+    wrapper = None
+    if isinstance(pattern, torch.nn.Module):  # torchao wraps each pattern function in one
+        fn = getattr(pattern, "fn", None)
+        if fn is None or any(True for _ in pattern.parameters()) or any(True for _ in pattern.buffers()):
+            return None
+        wrapper, pattern = type(pattern), fn
+    code = getattr(pattern, "__code__", None)
+    if code is None:
+        return None
+    try:
+        cells = tuple(spec(c.cell_contents) for c in getattr(pattern, "__closure__", None) or ())
+        defaults = spec(getattr(pattern, "__defaults__", None) or ())
+        inputs = spec(args)
+        named = tuple(sorted((k, spec(v)) for k, v in kwargs.items()))
+    except (TypeError, ValueError):  # an empty cell, or a value this key cannot describe
+        return None
+    return (wrapper, code, cells, defaults, inputs, named)
+
+
+@contextlib.contextmanager
+def reused_pattern_graphs() -> Iterator[None]:
+    """Within the block, torchao exports each of its fixed rewrite patterns once.
+
+    ``prepare_qat_pt2e`` and ``convert_pt2e`` re-export about 30 small conv-bn patterns
+    with strict ``torch.export`` (Dynamo) on every call on a model with batch norms, a
+    second or more each, though a pattern's graph depends only on its code and its example
+    inputs' shapes: the graph is kept per pattern and each caller gets its own copy."""
+    import copy
+    import importlib
+
+    modules = [importlib.import_module(name) for name in _PATTERN_EXPORT_USERS]
+    original = getattr(modules[0], _PATTERN_EXPORTER)
+    kept: dict[Any, GraphModule] = {}
+
+    def exported(pattern: Callable[..., Any], example_inputs: tuple[Any, ...],
+                 is_cuda: bool = False, **kwargs: Any) -> GraphModule:  # fmt: skip
+        key = _pattern_key(pattern, (example_inputs, is_cuda), kwargs)
+        if key is None:
+            graph: GraphModule = original(pattern, example_inputs, is_cuda, **kwargs)
+            return graph
+        if key not in kept:
+            kept[key] = original(pattern, example_inputs, is_cuda, **kwargs)
+        return copy.deepcopy(kept[key])
+
+    bound = [getattr(module, _PATTERN_EXPORTER) for module in modules]
+    qat_utils = modules[1]
+    helpers = {name: getattr(qat_utils, name) for name in _CONV_BN_HELPERS}
+    for module in modules:
+        setattr(module, _PATTERN_EXPORTER, exported)
+    for name, helper in helpers.items():
+        setattr(qat_utils, name, _only_for_convs_present(helper))
+    try:
+        yield
+    finally:
+        for module, function in zip(modules, bound, strict=True):
+            setattr(module, _PATTERN_EXPORTER, function)
+        for name, helper in helpers.items():
+            setattr(qat_utils, name, helper)
+
+
+#: torchao's QAT passes that rewrite conv-bn for one conv function each (conv1d, conv2d,
+#: conv_transpose1d, conv_transpose2d), all four called on every model with a batch norm
+_CONV_BN_HELPERS = ("_fuse_conv_bn_qat_helper", "_fold_conv_bn_qat_helper")
+
+
+def _only_for_convs_present(helper: Callable[..., Any]) -> Callable[..., Any]:
+    """``helper`` for a conv function the graph never calls matches nothing, yet exports
+    its dozen patterns first: skipped then, but only where the graph calls some other conv
+    function by name (that helper still runs, and with it the dequantize duplication and
+    clean-up every helper does first and last), and never where a generic
+    ``convolution`` op could hide one."""
+
+    def run(m: GraphModule, conv_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        called = {str(getattr(n.target, "__name__", n.target)).split(".")[0]
+                  for n in m.graph.nodes if n.op == "call_function"}  # fmt: skip
+        convs = {name for name in called if "conv" in name}
+        named = {"conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"}
+        if convs and convs <= named and conv_fn.__name__ not in convs:
+            return m
+        return helper(m, conv_fn, *args, **kwargs)
+
+    return run
+
+
 def named_subgraph_matcher(pattern: GraphModule, *, ignore_literals: bool) -> Any:
     """torch's subgraph matcher whose matches name their nodes (``match.name_node_map``),
     as the pattern's returned dict names them; torch keeps it in an internal module

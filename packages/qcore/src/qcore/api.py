@@ -222,6 +222,7 @@ def _derived_quantizer(name: str, **options: Any) -> Quantizer:
         lambda: get_backend_config(name),
         lambda **kw: get_qconfig_mapping(name, **kw),
         pattern_text,
+        reference=uses_reference_convert(name),
         **options,
     )
 

@@ -29,6 +29,7 @@ from qcore.int8.pt2e_ranges import (
     weight_observer_ctr,
 )
 from qcore.int8.weight_ranges import SAFE_QRANGE
+from qinductor_x86.saturation_warning import X86PerChannelWeightObserver
 
 __all__ = [
     "EPS",
@@ -145,11 +146,16 @@ def _weight_observer(is_qat: bool, rule: RangeRule) -> Any:
 
     On a VNNI target it is upstream's observer, which the parity tests compare against.
     Dynamic layers have no calibrated input statistics, so ``per_layer`` keeps them full.
+    Without VNNI it is ``qcore``'s observer as this package's subclass, which warns at
+    ``convert_pt2e`` when it keeps weights only this package's lowering computes exactly
+    and that lowering is not installed (:mod:`qinductor_x86.saturation_warning`).
     """
     if is_qat:
         return FusedMovingAvgObsFakeQuantize.with_args(
             eps=EPS, observer=MovingAveragePerChannelMinMaxObserver
         )
+    if host.target().saturates_u8s8:
+        return X86PerChannelWeightObserver.with_args(rule=rule, eps=EPS)
     return weight_observer_ctr(rule=rule, eps=EPS)
 
 

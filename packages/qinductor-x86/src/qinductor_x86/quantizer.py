@@ -30,6 +30,7 @@ from qinductor_x86.config import (
 from qinductor_x86.operators import operator_of, opt_in_ops
 from qinductor_x86.passthrough import share_int8_outputs
 from qinductor_x86.patterns import INT8_IN_INT8_OUT
+from qinductor_x86.saturation_warning import watch_layers
 
 __all__ = [
     "X86InductorQuantizer",
@@ -169,6 +170,15 @@ class X86InductorQuantizer(RegistryQuantizer):
 
     def finalize(self, model: GraphModule) -> None:
         share_int8_outputs(model)
+
+    def prepare_obs_or_fq_callback(
+        self, model: GraphModule, edge_or_node_to_obs_or_fq: dict[Any, Any]
+    ) -> None:
+        """qcore's linking of weight observers to their inputs, then the check that warns
+        at ``convert_pt2e`` when the model needs this package's lowering and it is not
+        installed (:mod:`qinductor_x86.saturation_warning`)."""
+        super().prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
+        watch_layers(edge_or_node_to_obs_or_fq)
 
 
 def _targets(node: Node, ops: frozenset[Any]) -> bool:

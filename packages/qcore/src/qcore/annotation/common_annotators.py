@@ -407,8 +407,13 @@ def annotate_gru_io_only(
         partitions.append(part.nodes)
         if is_annotated(part.input_nodes + part.output_nodes):
             continue
-        for source in part.input_nodes[:2]:  # input and hidden state
-            set_annotation(next(iter(source.users)), {source: get_input_act_qspec(config)})
+        # input and hidden state are usually read by one node (the GRU op): one
+        # annotation must hold both, as a second would replace the first
+        readers: dict[Node, dict[Node, Any]] = {}
+        for source in part.input_nodes[:2]:
+            readers.setdefault(next(iter(source.users)), {})[source] = get_input_act_qspec(config)
+        for reader, specs in readers.items():
+            set_annotation(reader, specs)
         if len(part.output_nodes) != 2:
             raise ValueError(
                 f"GRU partition {part.nodes} has {len(part.output_nodes)} outputs, expected 2"

@@ -23,15 +23,10 @@ CONV = frozenset(
         aten.conv3d.padding,
     }
 )
+#: Overloads only, as in every set here: export records each call as one, never as an
+#: overload packet (``Annotator.handles`` matches a packet a user scopes by).
 CONV_TRANSPOSE = frozenset(
-    {
-        aten.conv_transpose1d,
-        aten.conv_transpose1d.default,
-        aten.conv_transpose2d,
-        aten.conv_transpose2d.input,
-        aten.conv_transpose3d,
-        aten.conv_transpose3d.input,
-    }
+    {aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input}
 )
 ADD = frozenset({aten.add.Tensor, aten.add_.Tensor})
 MUL = frozenset({aten.mul.Tensor, aten.mul_.Tensor})

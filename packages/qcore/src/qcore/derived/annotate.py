@@ -102,7 +102,33 @@ def _activations(root: Any) -> tuple[list[Node], Node | None]:
     return list(root.inputs), None
 
 
-def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig) -> None:
+def _tensor_args(node: Node) -> int:
+    """How many of ``node``'s positional arguments are tensors, as ``prepare_fx`` counts
+    them for ``num_tensor_args_to_observation_type``: a size or other symbolic scalar is
+    not one."""
+    scalars = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+    return sum(
+        1 for a in node.args if isinstance(a, Node) and not isinstance(a.meta.get("val"), scalars)
+    )
+
+
+def _observation(pattern: DerivedPattern, root: Node, reference: bool) -> ObservationType:
+    """How the match's output is observed. ``prepare_fx`` takes the observation from the
+    config's table by the root call's tensor-argument count where it has one: ``x * 0.5``
+    shares its input's observer. Under the reference representation (``reference``) those
+    qparams are what the device computes with; a native convert swaps ``add``/``mul`` with
+    a scalar for quantized kernels that derive their output qparams from the input's
+    (the scale times the scalar; a zero point shifted by it) and ignore the observer,
+    which an observer of the output's own range stands for better than the shared one,
+    widened to cover input and output alike."""
+    if not reference:
+        return pattern.observation
+    return pattern.observation_for(_tensor_args(root))
+
+
+def _annotate(
+    pattern: DerivedPattern, match: Match, config: QuantizationConfig, reference: bool
+) -> None:
     root, top = match.root, match.top
     acts, weighted = _activations(root)
     act_spec = config.input_activation
@@ -121,9 +147,7 @@ def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig)
         if weighted.target in CONV_TRANSPOSE:
             spec = weight_spec_for_transpose(spec)
         inputs.setdefault(weighted, {})[weighted.args[1]] = spec
-    # torch 2.13's prepare_fx does not consult a config's per-tensor-argument-count table:
-    # a binary op with a scalar gets its own output observer too
-    observation = pattern.observation
+    observation = _observation(pattern, root.output, reference)
     output: Any = None
     dynamic = isinstance(act_spec, QuantizationSpec) and act_spec.is_dynamic
     if observation == ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT and not dynamic:
@@ -149,8 +173,11 @@ def _annotate(pattern: DerivedPattern, match: Match, config: QuantizationConfig)
         consumer.meta.setdefault(REUSE_KEY, set()).add(a)
 
 
-def pattern_annotator(pattern: DerivedPattern) -> Callable[..., list[list[Node]]]:
-    """``fn(gm, config, filter_fn)`` for ``pattern``, as the annotator registry runs it."""
+def pattern_annotator(
+    pattern: DerivedPattern, reference: bool = False
+) -> Callable[..., list[list[Node]]]:
+    """``fn(gm, config, filter_fn)`` for ``pattern``, as the annotator registry runs it;
+    ``reference``: the backend's FX models convert to the reference representation."""
     wanted = top_signatures(pattern.tree)
 
     def annotate(
@@ -171,7 +198,7 @@ def pattern_annotator(pattern: DerivedPattern) -> Callable[..., list[list[Node]]
                 continue
             resolved = _config(config, match)
             assert resolved is not None
-            _annotate(pattern, match, resolved)
+            _annotate(pattern, match, resolved, reference)
             partitions.append(match.nodes())
         return partitions
 
@@ -235,6 +262,13 @@ def _share_group(node: Node, ann: Any, group: list[Node], order: dict[Node, int]
                 ann.input_qspec_map[arg] = edge
         return
     anchor = min(quantized, key=order.__getitem__)
+    anchored = anchor.meta[Q_ANNOTATION_KEY]
+    own = _resolved(anchored.output_qspec)
+    if anchor is not group[0] and isinstance(own, QuantizationSpec):
+        # FX's shared observer is the first input's; another input's producer joins it
+        # without what its output shared before (a reshape's input, after a conv FX
+        # leaves in float), so an anchor that is not the first input observes on its own
+        anchored.output_qspec = own
     shared = SharedQuantizationSpec(anchor)
     for arg in group:
         if arg not in ann.input_qspec_map:
@@ -244,7 +278,10 @@ def _share_group(node: Node, ann: Any, group: list[Node], order: dict[Node, int]
         if (
             arg is not anchor
             and produced is not None
-            and isinstance(produced.output_qspec, QuantizationSpec)
+            # a producer sharing its own input's observer (a reshape after a conv FX
+            # leaves in float) is repointed too, its input keeping that observer, as FX
+            # repoints the observer node of its output only; fixed qparams stay
+            and isinstance(produced.output_qspec, QuantizationSpec | SharedQuantizationSpec)
         ):
             produced.output_qspec = shared
     ann.output_qspec = shared
@@ -262,6 +299,12 @@ def _resolve_reuse(node: Node, arg: Node, ann: Any, produced: Any) -> None:
 
 
 def _dtype(spec: Any, gm: GraphModule) -> torch.dtype | None:
+    dtype = getattr(_resolved(spec), "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def _resolved(spec: Any) -> Any:
+    """The spec a chain of shared specs ends in (None where it ends unannotated)."""
     seen = 0
     while isinstance(spec, SharedQuantizationSpec) and seen < 64:
         edge = spec.edge_or_node
@@ -273,5 +316,4 @@ def _dtype(spec: Any, gm: GraphModule) -> torch.dtype | None:
         else:
             ann = edge.meta.get(Q_ANNOTATION_KEY)
             spec = ann.output_qspec if ann is not None else None
-    dtype = getattr(spec, "dtype", None)
-    return dtype if isinstance(dtype, torch.dtype) else None
+    return spec

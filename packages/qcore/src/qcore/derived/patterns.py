@@ -77,6 +77,15 @@ class DerivedPattern:
     weight_index: int | None = None
     training_pattern: bool = False
     ops: frozenset[Any] = frozenset()
+    #: ``num_tensor_args_to_observation_type``: the observation type by how many of the
+    #: root call's arguments are tensors (binary ops: ``x + 1.0`` shares its input's
+    #: observer, ``x + y`` does not); ``prepare_fx`` takes it over ``observation``
+    by_tensor_args: tuple[tuple[int, ObservationType], ...] = ()
+
+    def observation_for(self, tensor_args: int) -> ObservationType:
+        """The observation type ``prepare_fx`` gives a match whose root call has
+        ``tensor_args`` tensor arguments."""
+        return dict(self.by_tensor_args).get(tensor_args, self.observation)
 
     @property
     def size(self) -> int:
@@ -303,6 +312,9 @@ def derive_patterns(
                 weight_index=source.to_dict().get("input_type_to_index", {}).get("weight"),
                 training_pattern=_has_bn_after_root(tree),
                 ops=frozenset().union(*(aten_ops(e) for e in parts)),
+                by_tensor_args=tuple(
+                    sorted(source.to_dict().get("num_tensor_args_to_observation_type", {}).items())
+                ),
             )
         )
     derived.sort(key=lambda p: -p.size)  # stable: torch's order among equal sizes

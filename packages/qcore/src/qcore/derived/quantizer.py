@@ -29,6 +29,7 @@ from qcore.derived.annotate import (
     share_reused_inputs,
 )
 from qcore.derived.examples import example_for
+from qcore.derived.float_convs import float_1d_convs_as_2d
 from qcore.derived.patterns import DerivedPattern, Underivable, derive_patterns
 from qcore.derived.specs import NotDerivable, config_of
 
@@ -52,6 +53,7 @@ class DerivedQuantizer(RegistryQuantizer):
 
     def finalize(self, model: GraphModule) -> None:
         share_reused_inputs(model)
+        float_1d_convs_as_2d(model)
 
     #: ``mapping(is_qat=..., model=...)``: the backend's default QConfigMapping.
     mapping_factory: Callable[..., QConfigMapping] | None = None
@@ -95,8 +97,8 @@ def _always_float(mapping: Callable[..., QConfigMapping]) -> list[Any]:
 
 
 def _derived_class(backend: str, source: str, config_factory: Callable[[], BackendConfig],
-                   mapping: Callable[..., QConfigMapping],
-                   text: Callable[[Any], str]) -> type[DerivedQuantizer]:  # fmt: skip
+                   mapping: Callable[..., QConfigMapping], text: Callable[[Any], str], *,
+                   reference: bool) -> type[DerivedQuantizer]:  # fmt: skip
     """The quantizer class of ``backend`` as distribution ``source`` defines it, derived
     (and its annotators registered) on first use in the process."""
     known = _CLASSES.get((backend, source))
@@ -106,7 +108,7 @@ def _derived_class(backend: str, source: str, config_factory: Callable[[], Backe
     annotators = [
         Annotator(
             p.name,
-            pattern_annotator(p),
+            pattern_annotator(p, reference),
             static=p.static and not p.training_pattern,
             dynamic=p.dynamic and not p.training_pattern,
             training_pattern=p.training_pattern,
@@ -143,10 +145,15 @@ def derived_quantizer(
     is_qat: bool = False,
     is_dynamic: bool = False,
     model: Any = None,
+    reference: bool = False,
 ) -> DerivedQuantizer:
     """The derived quantizer of ``backend``, its global config the backend's default
-    mapping (``is_qat``), or torch's dynamic qconfig for ``is_dynamic``."""
-    cls = _derived_class(backend, source, backend_config, qconfig_mapping, text)
+    mapping (``is_qat``), or torch's dynamic qconfig for ``is_dynamic``; ``reference``:
+    the backend's FX models convert to the reference representation
+    (``BackendPlugin.reference_convert``), whose qparams are the observers' own."""
+    cls = _derived_class(
+        backend, source, backend_config, qconfig_mapping, text, reference=reference
+    )
     quantizer = cls()
     quantizer.mapping_factory = None if is_dynamic else qconfig_mapping
     if is_dynamic:

@@ -38,6 +38,7 @@ __all__ = [
     "case",
     "family_cases",
     "functional_keyword_cases",
+    "mixed_layer_cases",
     "real_cases",
     "sqnr",
 ]
@@ -274,6 +275,43 @@ class FunctionalKeywords(nn.Module):
         z = F.relu(F.conv1d(y.flatten(2), self.w3, padding="same", dilation=1))
         v = F.conv3d(z.reshape(z.shape[0], 8, 4, 2, 2), self.w4, bias=None)
         out: Tensor = F.linear(v.flatten(1), weight=self.w5, bias=self.b5)
+        return out
+
+
+class MixedLayers(nn.Module):
+    """Layers of every kind in one small net, as a held-out model mixes them: ``F.conv2d``
+    on a weight parameter with keyword padding, ``nn.Conv1d`` and ``nn.ConvTranspose1d``
+    reading a quantized tensor (a mean), ``nn.Conv3d`` on a second, volume input,
+    hardswish, ``cat``, ``nn.ConvTranspose2d``, a scalar ``mul`` and ``add``, sigmoid
+    gates and means.
+
+    Each op here is alone in the zoo's other models; together they put a scalar op after
+    a float one, a float 1-D convolution after a quantized op, and a float op and a float
+    3-D convolution (through a mean) before ``cat``: where the ExecuTorch backend keeps
+    layers in float, FX shares observers across them in ways a single-op model never
+    shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 3, 3, 3) * 0.3)
+        self.b = nn.Parameter(torch.randn(8) * 0.1)
+        self.conv1d = nn.Conv1d(8, 8, 3, padding=1)
+        self.up1d = nn.ConvTranspose1d(8, 8, 3, padding=1)
+        self.conv3d = nn.Conv3d(2, 8, 3, padding=1)
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: Tensor, volume: Tensor) -> Tensor:
+        n = x.shape[0]
+        v = self.conv3d(volume).mean(2)
+        y = F.relu(F.conv2d(x, self.w, self.b, padding=1))
+        rows = y.mean(3)
+        gate = torch.sigmoid(self.conv1d(rows) + self.up1d(rows))
+        y = y * gate.reshape(n, 8, 8, 1)
+        z = F.hardswish(self.up(torch.cat([y, v], dim=1)))
+        z = z * 0.5 + 1.0
+        z = z * torch.sigmoid(z.mean((2, 3), keepdim=True))
+        out: Tensor = self.head(z).mean((2, 3))
         return out
 
 
@@ -606,6 +644,19 @@ def functional_keyword_cases() -> list[ModelCase]:
     return [
         ModelCase(
             "functional_keywords", FunctionalKeywords, _image(8, 8), frozenset({"conv2d", "linear"})
+        )
+    ]
+
+
+def mixed_layer_cases() -> list[ModelCase]:
+    """:class:`MixedLayers`, on an image and a two-channel volume. Not part of
+    :func:`all_cases`."""
+    return [
+        ModelCase(
+            "mixed_layers",
+            MixedLayers,
+            lambda: (torch.randn(2, 3, 8, 8), torch.randn(2, 2, 4, 8, 8)),
+            frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose", "cat", "binary"}),
         )
     ]
 

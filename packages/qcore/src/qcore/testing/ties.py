@@ -9,8 +9,9 @@ moves every output of the layer that reads it.
 
 :func:`tie_variants` runs the converted model again with its own ties broken the other
 way, and returns those outputs. An output code that no variant changes must be equal;
-a code some variant changes may be off by one step
-(:func:`qcore.testing.codes.compare_outputs` with ``variants``)::
+a code some variant changes may be off by one step, the way the variants move it, on a
+bounded share of the codes (:func:`qcore.testing.codes.compare_outputs` with
+``variants``)::
 
     variants = tie_variants(converted, inputs)
     diffs = compare_outputs(converted(*inputs), compiled(*inputs), variants=variants)
