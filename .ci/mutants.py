@@ -269,8 +269,8 @@ def run_tests(tests: tuple[str, ...], timeout: float) -> Run:
     start = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "--tb=short", "-p", "no:cacheprovider",
-             *tests],
+            [sys.executable, "-m", "pytest", "-x", "-q", "--tb=short", "-rfE", "-p",
+             "no:cacheprovider", *tests],
             cwd=repo.ROOT, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
@@ -289,10 +289,21 @@ def raised_at_import(output: str, module: str) -> bool:
     return re.search(rf'{name}(:\d+: in <module>|", line \d+, in <module>)', output) is not None
 
 
+#: A short-summary line of a file that failed to collect: its node id has no ``::``.
+_COLLECTION_ERROR = re.compile(r"^ERROR [^\s:]+\.py(?: - .*)?$", re.MULTILINE)
+
+
+def collection_failed(output: str) -> bool:
+    """Whether a test file failed to collect. Under ``-x`` pytest exits 1 for that, as for
+    a failed test (2 without ``-x``); its short summary (``-rfE``) tells them apart."""
+    return _COLLECTION_ERROR.search(output) is not None
+
+
 def verdict(run: Run, module: str) -> Verdict:
     """A mutant's verdict from the run of its target's tests.
 
-    Only exit code 1 (tests failed) kills, and only when the mutated module imported: a
+    Only exit code 1 (tests failed) kills, and only when every test file was collected
+    (under ``-x`` a collection error exits 1 too) and the mutated module imported: a
     mutant that breaks the import is caught by any test that imports the module, whatever
     it checks, so counting it would flatter the tests (settle it with ``pragma: no mutate``
     on that line, saying why). 0 is a survivor. Everything else says nothing about the
@@ -304,6 +315,9 @@ def verdict(run: Run, module: str) -> Verdict:
         return Verdict(ERROR, run.seconds, f"timed out after {run.seconds:.0f}s\n{tail}")
     if run.code in (1, 2) and raised_at_import(run.output, module):
         why = f"the mutated {module} raises when imported (pytest exit {run.code})"
+        return Verdict(ERROR, run.seconds, f"{why}\n{tail}")
+    if run.code == 1 and collection_failed(run.output):
+        why = "a test file failed to collect (pytest exit 1 under -x)"
         return Verdict(ERROR, run.seconds, f"{why}\n{tail}")
     if run.code == 1:
         return Verdict(KILLED, run.seconds)
@@ -425,7 +439,7 @@ def main(argv: list[str]) -> int:
         picked = candidates
     else:
         picked = pick(candidates, args.sample, seed)
-    print(f"mutants.py: {len(picked)} of {len(candidates)} mutants (seed {seed[:12]}; "
+    print(f"mutants.py: {len(picked)} of {len(candidates)} mutants (seed {seed}; "
           f"{len(known)} listed as equivalent)", flush=True)  # fmt: skip
     if not picked:
         print("mutants.py: ERROR: no mutant picked; an empty run checks nothing")

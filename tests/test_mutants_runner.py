@@ -110,6 +110,19 @@ def test_a_failure_inside_the_modules_functions_is_a_kill() -> None:
     assert mutants.verdict(_run(1, output), "pkg/mod.py").status == "killed"
 
 
+def test_a_file_that_fails_to_collect_is_an_error_though_pytest_exits_1() -> None:
+    """Under -x, pytest exits 1 for a collection error as for a failed test; the short
+    summary names a file (no ``::``) for the first, a test for a failure or a setup error."""
+    summary = "=== short test summary info ===\n{}\n!!! stopping after 1 failures !!!"
+    for line in ("ERROR tests/test_x.py", "ERROR tests/test_x.py - TypeError: bad"):
+        got = mutants.verdict(_run(1, summary.format(line)), "pkg/mod.py")
+        assert got.status == "ERROR", line
+        assert got.why.startswith("a test file failed to collect (pytest exit 1 under -x)")
+    for line in ("FAILED tests/test_x.py::test_a - AssertionError",
+                 "ERROR tests/test_x.py::test_a - ValueError: in a fixture"):  # fmt: skip
+        assert mutants.verdict(_run(1, summary.format(line)), "pkg/mod.py").status == "killed"
+
+
 def test_a_timeout_is_a_run_without_an_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
     def hang(command: list[str], **kwargs: Any) -> Any:
         assert kwargs["timeout"] == 7.0
@@ -135,6 +148,7 @@ def test_a_run_reports_pytests_exit_code_and_both_streams(monkeypatch: pytest.Mo
     (command,) = calls
     assert command[1:4] == ["-m", "pytest", "-x"]
     assert "--tb=short" in command  # raised_at_import reads short frames
+    assert "-rfE" in command  # collection_failed reads the short summary
     assert command[-2:] == ["a.py", "b.py"]
 
 

@@ -447,12 +447,12 @@ def _conv_bn(transpose: bool, relu: bool) -> Annotator:
     """The conv[_transpose] → batch_norm [→ relu] annotator of training graphs."""
     conv = "conv_transpose" if transpose else "conv"
     return Annotator(
-        f"{conv}_bn" + ("_relu" if relu else ""),
+        f"{conv}_bn{'_relu' if relu else ''}",  # one f-string: no '+' that runs at import
         conv_bn_annotator(relu, transpose),
         static=False,
         training_pattern=True,
         ops=ops.CONV_TRANSPOSE if transpose else ops.CONV,
-        description=f"{conv} → batch_norm" + (" → relu" if relu else "") + " in QAT graphs",
+        description=f"{conv} → batch_norm{' → relu' if relu else ''} in QAT graphs",
     )
 
 

@@ -144,7 +144,7 @@ def _worst_pair_per_channel(weight_q: Tensor, act_max: float) -> Tensor:
 
     w = weight_q.detach()
     w = w.to(torch.int64) if not w.is_floating_point() else w.double()
-    w = w.reshape(w.shape[0], w.shape[1], -1) if w.dim() > 2 else w.unsqueeze(-1)
+    w = w.reshape(w.shape[0], w.shape[1], -1)  # a linear's (O, I) becomes (O, I, 1)
     w = _even_channels(w, 1)
     pairs = w.reshape(w.shape[0], w.shape[1] // 2, 2, w.shape[2])
     positive = pairs.clamp(min=0).sum(2)
@@ -163,8 +163,8 @@ def never_overflow_half_ranges(
     float weights is ``P`` and whose largest weight is ``amax`` gets
     ``min(full, (L - 0.5) * amax / P)`` unless its full-range codes already cannot
     overflow. That is the full range wherever the largest weight's neighbours are small
-    or of the other sign, and never below the safe range (``P <= 2 * amax``). The result
-    is checked on the codes (float32 scales), with every weight within
+    or of the other sign, and never below the safe range (``P <= 2 * amax``). Whether the
+    full range is safe is decided on the codes (float32 scales), with every weight within
     :data:`_TIE_MARGIN` of a rounding tie rounded away from zero: the converted model's
     quantize computes its scale and the quotient in float32 its own way, and may round
     such a weight up where float64 rounds it down (a pair of 129 on a never-overflow
@@ -178,13 +178,13 @@ def never_overflow_half_ranges(
     peak = _worst_pair_per_channel(w, 1).double()
     safe_at_full = _worst_pair_per_channel(_codes_near_ties_up(w, full_half_range), act_max) <= INT16_MAX
     bound = (limit - 0.5) * amax / peak.clamp(min=1e-300)
+    # No pair of the bound's codes exceeds L: the largest same-sign pair is L - 0.5 codes
+    # before rounding, the two roundings add at most 1 (weights near a tie rounded away
+    # from zero included), the clamp to 127 only lowers codes, a float32 scale moves a
+    # pair by less than 1e-5 codes and the scale's eps floor only raises a scale; so every
+    # pair sum is an integer of at most L, and L * act_max <= INT16_MAX. (A loop that
+    # narrowed channels whose codes still overflowed never ran and was removed.)
     halves = torch.where(safe_at_full, full_half_range, bound.clamp(max=full_half_range))
-    for _ in range(8):
-        codes = _codes_near_ties_up(w, halves)
-        over = _worst_pair_per_channel(codes, act_max) > INT16_MAX
-        if not bool(over.any()):
-            break
-        halves = torch.where(over, halves * (1 - 1 / 256), halves)
     return tuple(float(h) for h in halves)
 
 

@@ -1,0 +1,76 @@
+"""qcore.annotation.observable: an additive mask is recognised through every op that only
+moves, broadcasts or casts its values, one exported node of each, and not through an op
+that computes new values.
+
+The ops are written out here (the spellings export records for ``x.expand``, ``x.view``,
+``x.reshape``, ``x.unsqueeze``, ``x.squeeze(d)``, ``x[:, a:b]``, ``x.permute``, ``x.t()``,
+``x.contiguous()``, ``x.clone()``, ``x.to(dtype)``): a mask behind one the module does
+not see through would be observed, and its add quantized with a scale of ~1e36.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from qcore.annotation.observable import additive_mask_value
+from qcore.testing.pt2e import exported
+
+aten = torch.ops.aten
+MIN = torch.finfo(torch.float32).min
+
+#: each op, and a call of it on the mask
+SAME_VALUES: dict[Any, Callable[[Tensor], Tensor]] = {
+    aten.expand.default: lambda a: aten.expand.default(a, [6, 6]),
+    aten.view.default: lambda a: aten.view.default(a, [6, 6]),
+    aten.reshape.default: lambda a: aten.reshape.default(a, [6, 6]),
+    aten.unsqueeze.default: lambda a: aten.unsqueeze.default(a, 0),
+    aten.squeeze.dim: lambda a: aten.squeeze.dim(aten.unsqueeze.default(a, 0), 0),
+    aten.slice.Tensor: lambda a: aten.slice.Tensor(a, 1, 0, 6),
+    aten.permute.default: lambda a: aten.permute.default(a, [1, 0]),
+    aten.transpose.int: lambda a: aten.transpose.int(a, 0, 1),
+    aten.contiguous.default: aten.contiguous.default,
+    aten.clone.default: aten.clone.default,
+    aten.to.dtype: lambda a: aten.to.dtype(a, torch.float32),
+    aten.to.dtype_layout: lambda a: aten.to.dtype_layout(a, dtype=torch.float32, layout=torch.strided),
+    aten._to_copy.default: lambda a: aten._to_copy.default(a, dtype=torch.float32),
+}
+#: ops that compute new values from the mask: what comes out is no mask any more
+COMPUTING: dict[str, Callable[[Tensor], Tensor]] = {
+    "neg": aten.neg.default,
+    "sum": lambda a: aten.sum.dim_IntList(a, [0], True),
+    "cumsum": lambda a: aten.cumsum.default(a, 1),
+}
+
+
+class MaskThrough(nn.Module):
+    def __init__(self, op: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        additive = torch.where(mask.bool(), torch.zeros(()), MIN)
+        return x + self.op(additive)
+
+
+def _added(op: Callable[[Tensor], Tensor]) -> tuple[float | None, set[object]]:
+    """The mask value the add's second input holds, and the graph's ops."""
+    gm = exported(MaskThrough(op), (torch.randn(6, 6), torch.ones(6, 6).long()))
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
+    return additive_mask_value(add.args[1], gm), {n.target for n in gm.graph.nodes}
+
+
+@pytest.mark.parametrize("op", list(SAME_VALUES), ids=str)
+def test_a_mask_is_seen_through_each_value_preserving_op(op: Any) -> None:
+    value, ops = _added(SAME_VALUES[op])
+    assert op in ops  # export kept the op under test
+    assert value == MIN
+
+
+@pytest.mark.parametrize("name", sorted(COMPUTING))
+def test_a_mask_is_not_seen_through_an_op_that_computes(name: str) -> None:
+    assert _added(COMPUTING[name])[0] is None
