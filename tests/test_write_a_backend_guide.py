@@ -110,3 +110,53 @@ def test_the_guide_builds_a_plugin_that_qcore_lists_and_checks(tmp_path: Path) -
         assert summary is not None, output
         assert int(summary[1]) > 0 and summary[2] == "0", summary[0]
     assert (tmp_path / "qbackend-mychip" / ".github" / "workflows" / "ci.yml").is_file()
+
+
+def _first_column(markdown: str, header: str) -> list[str]:
+    """The first cells (code spans) of the table whose header row starts with ``header``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    cells = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells.append(re.match(r"\| `([A-Za-z_0-9]+)", line)[1])  # type: ignore[index]
+    return cells
+
+
+def test_the_guide_lists_every_op_family_and_every_dtype_preset() -> None:
+    from torch.ao.quantization.backend_config import DTypeConfig, DTypeWithConstraints
+
+    import qcore.dtypes
+    import qcore.patterns
+
+    guide = GUIDE.read_text(encoding="utf-8")
+    families = sorted(n for n in qcore.patterns.__all__ if n.endswith("_configs"))
+    assert sorted(_first_column(guide, "family")) == families
+    public = {n: v for n, v in vars(qcore.dtypes).items() if n.isupper()}
+    presets = sorted(n for n, v in public.items() if isinstance(v, DTypeConfig))
+    assert sorted(_first_column(guide, "preset")) == presets
+    built_from = sorted(n for n, v in public.items() if isinstance(v, DTypeWithConstraints | float))
+    listed = guide[guide.index("plus the constraints they are built from") :].split(")")[0]
+    assert sorted(re.findall(r"`([A-Z_0-9]+)`", listed)) == built_from
+
+
+def test_the_guide_says_when_each_backend_plugin_field_matters() -> None:
+    import dataclasses
+
+    from qcore.plugin_api import BackendPlugin
+
+    fields = {f.name: f for f in dataclasses.fields(BackendPlugin)}
+    guide = GUIDE.read_text(encoding="utf-8")
+    listed = _first_column(guide, "field")
+    assert sorted(listed) == sorted(fields) and len(listed) == len(fields)  # each field once
+    rows = {
+        line.split("|")[1].strip(" `"): line.split("|")[2].strip(" `")
+        for line in guide.splitlines()
+        if line.startswith("| `") and line.split("|")[1].strip(" `") in fields
+    }
+    for name, field in fields.items():  # the default column is the dataclass's
+        if field.default is dataclasses.MISSING:
+            assert rows[name] == "required", name
+        elif name != "api_version":
+            assert rows[name] == repr(field.default).replace("'", '"'), name

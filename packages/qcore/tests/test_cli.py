@@ -435,11 +435,12 @@ def test_check_reports_progress_on_stderr_and_keeps_stdout_the_results(
     assert "qbackend-broken 1.0" in out[1]
     assert out[2:] == ["backend:broken: 0 passed, 1 failed"]  # the results alone, as before
     progress = run.stderr.splitlines()
-    assert len(progress) == 4, run.stderr
-    assert progress[0] == "[1/2] backend:tiny ..."
-    assert re.fullmatch(r"\[1/2\] backend:tiny passed in \d+\.\d s", progress[1])
-    assert progress[2] == "[2/2] backend:broken ..."
-    assert re.fullmatch(r"\[2/2\] backend:broken failed in \d+\.\d s", progress[3])
+    assert len(progress) == 5, run.stderr
+    assert progress[0] == "checking backend:tiny, backend:broken"  # what it runs, first
+    assert progress[1] == "[1/2] backend:tiny ..."
+    assert re.fullmatch(r"\[1/2\] backend:tiny passed in \d+\.\d s", progress[2])
+    assert progress[3] == "[2/2] backend:broken ..."
+    assert re.fullmatch(r"\[2/2\] backend:broken failed in \d+\.\d s", progress[4])
 
 
 def test_check_skips_a_derived_quantizer_whose_backend_is_disabled(
@@ -507,3 +508,43 @@ def test_demo_accepts_every_path_it_can_write(tmp_path: Path) -> None:
         check_output_path("--plot", tmp_path / f"chart{suffix}", PLOT_SUFFIXES)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]  # the check left nothing
     assert existing.read_text() == "{}"
+
+
+def test_check_name_runs_the_backend_and_the_quantizer_derived_from_it(
+    fake_dist: FakeDist,
+) -> None:
+    from .test_missing_extra import MAPPED_BACKEND
+
+    root = one_plugin(fake_dist, "qbackend-tiny", "tiny", "qtiny_derived.plugin", MAPPED_BACKEND)
+    run = _run_cli("check", "tiny", root=root)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr.splitlines()[0] == (
+        "checking backend:tiny, quantizer:tiny (derived from backend tiny)"
+    )
+    summaries = [line for line in run.stdout.splitlines() if not line.startswith(("ok", "FAIL"))]
+    assert [line.split(":")[0] + ":" + line.split(":")[1] for line in summaries] == [
+        "backend:tiny",
+        "quantizer:tiny",
+    ]
+    assert re.fullmatch(r"quantizer:tiny: [1-9]\d* passed, 0 failed", summaries[1]), summaries
+    # kind:name runs that kind alone
+    only = _run_cli("check", "backend:tiny", root=root)
+    assert only.stderr.splitlines()[0] == "checking backend:tiny"
+
+
+def test_a_long_check_reports_how_far_it_is_and_about_how_long_is_left(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from qcore import cli
+
+    clock = iter([100.0, 104.0, 110.0, 115.0, 130.0])
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: next(clock))
+    tick = cli._Ticker("[1/2] quantizer:big", every=10.0)  # started at 100 s
+    tick(1, 50, "annotators")  # 104 s: within 10 s of the last line, silent
+    tick(10, 50, "annotators")  # 110 s: 10 of 50 in 10 s, 40 s left
+    tick(15, 50, "annotators")  # 115 s: silent again
+    tick(40, 50, "annotators")  # 130 s: 40 in 30 s, 7.5 s left (rounds to 8)
+    assert capsys.readouterr().err.splitlines() == [
+        "[1/2] quantizer:big: 10/50 annotators in 10 s, about 40 s left",
+        "[1/2] quantizer:big: 40/50 annotators in 30 s, about 8 s left",
+    ]

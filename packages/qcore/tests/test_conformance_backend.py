@@ -78,7 +78,9 @@ PLUGIN_FIELDS = {{}}
 
 {build}
 
-PLUGIN = BackendPlugin(name="{name}", backend_config=build, **PLUGIN_FIELDS)
+# a fictional chip's kernels run elsewhere: the reference representation, unless a test says
+PLUGIN = BackendPlugin(name="{name}", backend_config=build,
+                       **{{"reference_convert": True, **PLUGIN_FIELDS}})
 """
 
 GOOD = """
@@ -120,6 +122,7 @@ def test_a_conformant_plugin_passes_every_check(install_backend: InstallBackend)
     results = assert_conformant("backend", "goodchip")
     checks = sorted((r.check, r.subject) for r in results if r.check != "load")
     assert checks == [
+        ("engine", "goodchip"),
         ("fuser-method", "Conv2d → ReLU"),
         ("prepare-convert", "Conv2d → ReLU"),
         ("prepare-convert", "Linear"),
@@ -200,6 +203,91 @@ PLUGIN_FIELDS = {"qconfig_mapping": _mapping, "stays_float": ("Linear", "Conv3d"
         "has no pattern of that name"
     ]
     assert _prepare_convert(results)["Linear"].detail.startswith("stays float, as declared")
+
+
+# Weights declared quint8: valid dtypes that contradict the mapping's qint8 weights. FX keeps
+# the nn.Linear (and F.linear's weight) float between its neighbours' quantize and
+# dequantize ops; the input's quantize op must not make the pattern count as quantized.
+QUINT8_WEIGHTS = """
+import torch.nn.functional as F
+UINT8_WEIGHTS = DTypeConfig(
+    input_dtype=torch.quint8, output_dtype=torch.quint8,
+    weight_dtype=torch.quint8, bias_dtype=torch.float,
+)
+def build():
+    functional = (
+        BackendPatternConfig(F.linear)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(UINT8_WEIGHTS)
+        ._set_input_type_to_index({"weight": 1, "bias": 2})
+    )
+    return (
+        BackendConfig("uint8weights")
+        .set_backend_pattern_config(linear().set_dtype_configs([UINT8_WEIGHTS]))
+        .set_backend_pattern_config(functional)
+        .set_backend_pattern_config(BackendPatternConfig(operator.add).add_dtype_config(ACT))
+    )
+"""
+
+
+def test_a_weighted_module_left_float_next_to_a_quantize_op_fails_naming_the_dtype_config(
+    install_backend: InstallBackend,
+) -> None:
+    install_backend("uint8chip", QUINT8_WEIGHTS)
+    runs = _prepare_convert(check_backend("uint8chip"))
+    refused = (
+        "the pattern's dtype configs refuse the mapping's qconfig for {}: weight_dtype "
+        "torch.quint8 in the dtype config, torch.qint8 from the qconfig"
+    )
+    linear, functional = runs["Linear"], runs["torch.linear"]
+    assert not linear.ok and not functional.ok
+    assert re.fullmatch(r"Linear '\S+' kept a float weight: " + re.escape(refused.format("nn.Linear")),
+                        linear.detail), linear.detail  # fmt: skip
+    assert re.fullmatch(r"linear call '\S+' kept a float weight: "
+                        + re.escape(refused.format("torch.linear")),
+                        functional.detail), functional.detail  # fmt: skip
+    # the weightless pattern next to them is judged as before: quantized
+    assert runs["operator.add"].ok and runs["operator.add"].detail.startswith("quantized")
+
+
+@pytest.mark.parametrize(
+    ("dtype_config", "why"),
+    [
+        ("DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.float, "
+         "weight_dtype=torch.qint8, bias_dtype=torch.float, is_dynamic=True)",
+         "the pattern's dtype configs refuse the mapping's qconfig for nn.Linear: "
+         "is_dynamic=True in the dtype config, False from the qconfig"),
+        ("DTypeConfig(input_dtype=DTypeWithConstraints(torch.quint8, quant_min_lower_bound=0, "
+         "quant_max_upper_bound=63), output_dtype=torch.quint8, weight_dtype=torch.qint8, "
+         "bias_dtype=torch.float)",
+         "a dtype config has the mapping's dtypes, so one of its constraints (quant range, "
+         "scale bounds) refuses the mapping's observers"),
+    ],
+)  # fmt: skip
+def test_a_refusal_beyond_the_weight_dtype_is_named_too(
+    install_backend: InstallBackend, dtype_config: str, why: str
+) -> None:
+    install_backend("refusechip", f"""
+from torch.ao.quantization.backend_config import DTypeWithConstraints
+def build():
+    return BackendConfig("refuse").set_backend_pattern_config(
+        linear().set_dtype_configs([{dtype_config}]))
+""")
+    linear = _prepare_convert(check_backend("refusechip"))["Linear"]
+    assert not linear.ok
+    assert re.fullmatch(r"Linear '\S+' kept a float weight: " + re.escape(why), linear.detail), (
+        linear.detail
+    )
+
+
+def test_a_weighted_module_the_mapping_leaves_float_blames_the_mapping(
+    install_backend: InstallBackend,
+) -> None:
+    """The converted nn.Linear is the evidence; the mapping's None is the reason."""
+    install_backend("nothingchip", NOTHING)
+    linear = _prepare_convert(check_backend("nothingchip"))["Linear"]
+    assert re.fullmatch(r"left in float by the mapping, and not declared in stays_float: "
+                        r"Linear '\S+' kept a float weight", linear.detail), linear.detail  # fmt: skip
 
 
 def test_a_pattern_quantized_below_the_floor_fails(install_backend: InstallBackend) -> None:
@@ -767,3 +855,31 @@ def test_only_the_allow_listed_tensor_methods_may_stay_unsynthesizable(
     assert result.ok is allowed, result
     prefix = "not synthesizable (allow-listed): " if allowed else "not synthesizable: "
     assert result.detail.startswith(prefix), result
+
+
+@pytest.mark.parametrize(
+    ("fields", "ok", "detail"),
+    [
+        ("{}", True, "reference representation (reference_convert=True): no engine's kernels"),
+        ('{"reference_convert": False, "quantized_engine": "qnnpack"}', True,
+         "native kernels of 'qnnpack'"),
+        ('{"reference_convert": False}', False,
+         "converts to torch's native kernels (reference_convert=False) but declares no "
+         "quantized_engine: its weights would be packed for whichever engine is current"),
+        ('{"quantized_engine": "qnnpack"}', False,
+         "quantized_engine='qnnpack' with reference_convert=True: a reference model runs no "
+         "engine's kernels; declare one of the two"),
+        ('{"reference_convert": False, "quantized_engine": "npu"}', False,
+         "quantized_engine='npu' is not an engine of this torch build (supported: "),
+    ],
+)  # fmt: skip
+def test_a_backend_says_whose_kernels_its_converted_model_runs(
+    install_backend: InstallBackend, fields: str, ok: bool, detail: str
+) -> None:
+    """Without an engine, a native-convert backend packs weights for the host's engine."""
+    install_backend("enginechip", GOOD + f"\nPLUGIN_FIELDS = {fields}\n")
+    results = check_backend("enginechip")
+    engine = _only(results, "engine", "enginechip")
+    assert (engine.ok, engine.detail.startswith(detail)) == (ok, True), engine.detail
+    if not ok:  # the one failure of an otherwise conformant backend
+        assert [r for r in results if not r.ok] == [engine]

@@ -27,13 +27,14 @@ HINT = "hint: install the extra with the command above, then rerun"
 
 # A backend with a QConfigMapping, so that a PT2E quantizer is derived from it.
 MAPPED_BACKEND = GOOD_BACKEND.replace(
-    'PLUGIN = BackendPlugin(name="tiny", backend_config=_config)',
+    'PLUGIN = BackendPlugin(name="tiny", backend_config=_config, reference_convert=True)',
     """
 def _mapping(is_qat=False, model=None):
     from torch.ao.quantization import get_default_qconfig_mapping
     return get_default_qconfig_mapping("x86")
 
-PLUGIN = BackendPlugin(name="tiny", backend_config=_config, qconfig_mapping=_mapping)
+PLUGIN = BackendPlugin(name="tiny", backend_config=_config, qconfig_mapping=_mapping,
+                       reference_convert=True)
 """,
 )
 # A quantizer plugin whose factory needs torchao, as every quantizer's does.

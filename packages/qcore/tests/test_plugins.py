@@ -26,7 +26,7 @@ def _config():
     return BackendConfig("tiny").set_backend_pattern_config(
         BackendPatternConfig(torch.nn.ReLU).add_dtype_config(dtype))
 
-PLUGIN = BackendPlugin(name="tiny", backend_config=_config)
+PLUGIN = BackendPlugin(name="tiny", backend_config=_config, reference_convert=True)
 """
 OTHER_BACKEND = GOOD_BACKEND.replace('"tiny"', '"other"')
 

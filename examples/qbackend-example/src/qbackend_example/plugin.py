@@ -7,6 +7,7 @@ BACKEND = BackendPlugin(
     name="example",
     backend_config="qbackend_example.backend:build_backend_config",
     qconfig_mapping="qbackend_example.backend:build_qconfig_mapping",
+    reference_convert=True,  # its compiler lowers the reference representation
     description="fictional int8 NPU: conv2d/linear(+relu), add, LUT SiLU",
 )
 ONEDNN_EXTENSION = BackendExtension(

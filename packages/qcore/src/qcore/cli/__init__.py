@@ -125,14 +125,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from qcore.testing import check_backend, check_quantizer
+    from qcore.testing import CheckResult, check_backend, check_quantizer
 
-    runners: dict[str, Callable[[str], list[object]]] = {
-        "backend": check_backend,  # type: ignore[dict-item]
-        "quantizer": check_quantizer,  # type: ignore[dict-item]
+    runners: dict[str, Callable[..., Sequence[CheckResult]]] = {
+        "backend": check_backend,
+        "quantizer": check_quantizer,
     }
     targets = (
-        [pair for spec in args.names for pair in _resolve(spec, list(runners), "check")]
+        list(dict.fromkeys(p for spec in args.names for p in _check_targets(spec, list(runners))))
         if args.names
         else [
             (k, n)
@@ -142,9 +142,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         ]
     )
     if args.names:  # a name that needs a missing extra is the command's error, said at once
-        for kind, name in targets:
-            if kind in PT2E_KINDS:
+        named = {_resolve(s, list(runners), "check")[0] for s in args.names if ":" in s}
+        for kind, name in targets:  # (a derived quantizer a bare NAME brings in is skipped)
+            if kind in PT2E_KINDS and (not _is_derived(kind, name) or (kind, name) in named):
                 require_pt2e(f"qcore check {kind}:{name}")
+    if targets:
+        _progress("checking " + ", ".join(_target_text(k, n) for k, n in targets))
     failed, skipped = 0, 0
     for index, (kind, name) in enumerate(targets, start=1):
         step = f"[{index}/{len(targets)}] {kind}:{name}"
@@ -152,7 +155,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         outcome = "failed"
         try:
-            results = runners[kind](name)
+            results = runners[kind](name, progress=_Ticker(step))
         except MissingExtraError as exc:
             if _is_derived(kind, name):  # cannot exist without the extra: not installed
                 print(f"SKIP {kind}:{name} (derived from backend {name}): {exc.need}")
@@ -179,6 +182,50 @@ def _cmd_check(args: argparse.Namespace) -> int:
             f"{CORE_DISTRIBUTION}'s '{PT2E_EXTRA}' extra: {install_command(PT2E_EXTRA)}"
         )
     return 1 if failed else 0
+
+
+def _check_targets(spec: str, runners: Sequence[str]) -> list[tuple[str, str]]:
+    """What ``qcore check SPEC`` runs: a bare NAME is every kind registered under it and
+    the quantizer derived from its backend; ``kind:name`` is that one."""
+    found = _resolve(spec, runners, "check")
+    if ":" in spec:
+        return found
+    for _, name in list(found):
+        derived = ("quantizer", name)
+        if derived not in found and _is_derived(*derived) and _has_mapping(name):
+            found.append(derived)
+    return found
+
+
+def _has_mapping(backend: str) -> bool:
+    """Whether backend ``backend`` loads and has a mapping to derive a quantizer from (a
+    broken one fails its own check; one without a mapping derives nothing)."""
+    try:
+        return REGISTRY.load("backend", backend).qconfig_mapping is not None
+    except PluginError:
+        return False
+
+
+def _target_text(kind: str, name: str) -> str:
+    return f"{kind}:{name}" + (f" (derived from backend {name})" if _is_derived(kind, name) else "")
+
+
+class _Ticker:
+    """Progress of one long check on stderr: how far, and about how long is left, at most
+    every ``every`` seconds (a kit's quantizer half can take minutes)."""
+
+    def __init__(self, step: str, every: float = 10.0) -> None:
+        self.step, self.every = step, every
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int, unit: str) -> None:
+        now = time.perf_counter()
+        if done == 0 or now - self.last < self.every:
+            return
+        self.last = now
+        elapsed = now - self.start
+        left = elapsed / done * (total - done)
+        _progress(f"{self.step}: {done}/{total} {unit} in {elapsed:.0f} s, about {left:.0f} s left")
 
 
 def _progress(line: str) -> None:
@@ -269,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "names",
         nargs="*",
-        help="plugin names (default: every backend and quantizer, derived ones included)",
+        help="NAME: every kind registered under it and the quantizer derived from its backend; "
+        "kind:NAME: that one (default: every backend and quantizer, derived ones included)",
     )
     check.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     check.set_defaults(func=_cmd_check)

@@ -2,13 +2,17 @@
 
 For a backend plugin, loaded through its entry point as users load it:
 
+* ``engine``: a backend converting to torch's native kernels names the engine whose
+  kernels it mirrors (``quantized_engine``); one whose kernels run elsewhere converts to
+  the reference representation (``reference_convert``), and not both;
 * ``well-formed``: every pattern config passes the static rules of ``wellformed``;
 * ``fuser-method``: every fuser method, called the way torch's fusion pass calls it,
   returns the fused module the config declares;
 * ``prepare-convert``: a model synthesized from every pattern goes through
   ``prepare_fx``, calibration and conversion, and gives finite outputs of the float shape;
-  the converted model is quantized (a quantize op or a quantized module) and its output
-  reaches :data:`MIN_SQNR_DB` against the float model's, unless the pattern is declared
+  the converted model is quantized (each weighted module became a quantized module and
+  each weighted call reads a dequantized weight; a pattern without weights has a quantize
+  op or a quantized module) and its output reaches :data:`MIN_SQNR_DB` against the float model's, unless the pattern is declared
   to stay float (``stays_float``), in which case it must stay float;
 * ``stays-float``: every pattern declared to stay float is one the backend has.
 
@@ -33,7 +37,7 @@ import qcore
 from qcore.engine import quantized_engine
 from qcore.metrics import sqnr
 from qcore.plugins import REGISTRY
-from qcore.testing.result import CheckResult
+from qcore.testing.result import CheckResult, Progress, no_progress
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -67,6 +71,7 @@ def check_backend(
     engine: str | None = None,
     stays_float: Collection[str] | None = None,
     min_sqnr_db: float = MIN_SQNR_DB,
+    progress: Progress = no_progress,
 ) -> list[CheckResult]:
     """Every conformance check for FX backend ``name``.
 
@@ -106,8 +111,45 @@ def check_backend(
         engine=engine,
         stays_float=declared,
         min_sqnr_db=min_sqnr_db,
+        progress=progress,
     )
-    return [loaded, *checks]
+    return [loaded, engine_check(plugin, label), *checks]
+
+
+def engine_check(plugin: Any, label: str) -> CheckResult:
+    """A backend that converts to torch's native kernels must say whose: without
+    ``quantized_engine``, ``qcore.fx.convert`` packs weights for whichever engine is
+    current (the host's default), whose int8 numerics differ from the target's."""
+    import torch
+
+    engines = [e for e in torch.backends.quantized.supported_engines if e != "none"]
+    declared = plugin.quantized_engine
+    if plugin.reference_convert:
+        if declared is not None:
+            detail = (
+                f"quantized_engine={declared!r} with reference_convert=True: a reference "
+                "model runs no engine's kernels; declare one of the two"
+            )
+            return CheckResult(label, "engine", plugin.name, False, detail)
+        detail = "reference representation (reference_convert=True): no engine's kernels"
+        return CheckResult(label, "engine", plugin.name, True, detail)
+    if declared is None:
+        current = torch.backends.quantized.engine
+        detail = (
+            "converts to torch's native kernels (reference_convert=False) but declares no "
+            f"quantized_engine: its weights would be packed for whichever engine is current "
+            f"(here {current!r}), whose int8 numerics differ from other engines'. Set "
+            f"quantized_engine to the engine whose kernels the backend mirrors (one of "
+            f"{', '.join(engines)}), or reference_convert=True if its kernels run elsewhere"
+        )
+        return CheckResult(label, "engine", plugin.name, False, detail)
+    if declared not in engines:
+        detail = (
+            f"quantized_engine={declared!r} is not an engine of this torch build "
+            f"(supported: {', '.join(engines)})"
+        )
+        return CheckResult(label, "engine", plugin.name, False, detail)
+    return CheckResult(label, "engine", plugin.name, True, f"native kernels of {declared!r}")
 
 
 def _declared_float(plugin: Any, name: str) -> frozenset[str]:
@@ -139,6 +181,7 @@ def check_backend_config(
     engine: str | None = None,
     stays_float: Collection[str] = (),
     min_sqnr_db: float = MIN_SQNR_DB,
+    progress: Progress = no_progress,
 ) -> list[CheckResult]:
     """The well-formed, fuser-method, prepare-convert and stays-float checks on a
     BackendConfig; ``stays_float`` names the patterns ``mapping`` leaves in float."""
@@ -149,7 +192,8 @@ def check_backend_config(
     results: list[CheckResult] = []
     seen: dict[str, int] = {}
     with _quiet(), quantized_engine(engine):
-        for pattern_config in config.configs:
+        for done, pattern_config in enumerate(config.configs):
+            progress(done, len(config.configs), "patterns")
             subject = _subject(pattern_config, pattern_text)
             seen[subject] = seen.get(subject, 0) + 1
             problems = pattern_problems(pattern_config)
@@ -381,6 +425,7 @@ def _check_prepare_convert(
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
 
     from qcore.patterns import UnfusablePattern
+    from qcore.testing.left_float import contradiction, float_weighted, unmapped
     from qcore.testing.patterns import pattern_tree
     from qcore.testing.synth import NotSynthesizableError, synthesize
 
@@ -429,13 +474,23 @@ def _check_prepare_convert(
         (sqnr(e, a) for a, e in zip(actual, reference, strict=True) if e.is_floating_point()),
         default=math.inf,
     )
-    if not _is_quantized(converted):
+    left = float_weighted(converted)
+    if left or not _is_quantized(converted):
         if declared_float:
             return True, f"stays float, as declared (SQNR {worst:.1f} dB)"
-        return False, (
-            "left in float by the mapping, and not declared in stays_float: nothing was "
-            "quantized (no quantize op, no quantized module)"
-        )
+        if left:
+            found = f"{', '.join(left)} kept a float weight"
+        else:
+            found = "nothing was quantized (no quantize op, no quantized module)"
+        if unmapped(tree.ops(), qconfig_mapping):
+            return False, f"left in float by the mapping, and not declared in stays_float: {found}"
+        why = contradiction(pattern_config, tree.ops(), qconfig_mapping)
+        if why is None:  # the dtypes agree: what FX refused is a finer constraint
+            why = (
+                "a dtype config has the mapping's dtypes, so one of its constraints (quant "
+                "range, scale bounds) refuses the mapping's observers"
+            )
+        return False, f"{found}: {why}"
     if declared_float:
         return False, f"declared in stays_float, but quantized (SQNR {worst:.1f} dB)"
     if not worst >= min_sqnr_db:  # NaN fails too

@@ -25,7 +25,7 @@ from torch.fx import GraphModule
 from qcore._torch_private import Q_ANNOTATION_KEY, reused_pattern_graphs
 from qcore.annotation.registry import ANNOTATORS
 from qcore.api import get_quantizer
-from qcore.testing.result import CheckResult
+from qcore.testing.result import CheckResult, Progress, no_progress
 
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
 
@@ -292,15 +292,15 @@ def _prepare_convert(annotators: list[Any], example: Example, config: Any, owner
     return ""
 
 
-def check_quantizer(name: str) -> list[CheckResult]:
+def check_quantizer(name: str, progress: Progress = no_progress) -> list[CheckResult]:
     """Every conformance check for PT2E quantizer ``name``, loaded through qcore."""
     # the QAT checks prepare and convert models with batch norms, where torchao re-exports
     # its conv-bn patterns on every call: once per run is enough
     with reused_pattern_graphs():
-        return _check_quantizer(name)
+        return _check_quantizer(name, progress)
 
 
-def _check_quantizer(name: str) -> list[CheckResult]:
+def _check_quantizer(name: str, progress: Progress) -> list[CheckResult]:
     from qcore.annotation.quantizer import RegistryQuantizer
 
     plugin = f"quantizer:{name}"
@@ -321,7 +321,8 @@ def _check_quantizer(name: str) -> list[CheckResult]:
         results.append(CheckResult(plugin, "annotator", quantizer.namespace, False, detail))
     qat_group: list[tuple[Any, Example]] = []
     qat_config = None
-    for annotator in annotators:
+    for done, annotator in enumerate(annotators):
+        progress(done, len(annotators), "annotators")
         check, example, config = _annotation_check(plugin, annotator, quantizer)
         results.append(check)
         if example is None:

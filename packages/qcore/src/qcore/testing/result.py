@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+#: Called as ``progress(done, total, unit)`` after each subject a kit checks (a pattern,
+#: an annotator), so a command can say how far a long check is and how long it has left.
+Progress = Callable[[int, int, str], None]
+
+
+def no_progress(done: int, total: int, unit: str) -> None:
+    """The default: checks run silently."""
 
 
 @dataclass(frozen=True)
