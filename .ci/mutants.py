@@ -15,7 +15,8 @@ a timeout and a mutant that makes its own module fail to import (see :func:`verd
 Killed is the only good outcome: an error is not a kill, and any error or survivor fails
 the run. A survivor passes only if ``mutants_equivalent.toml`` lists it with the reason it
 cannot change behaviour (then it is never picked). Before the mutants, each distinct test
-list of the picked targets runs once unmutated (the baseline): it must pass.
+list of the picked targets runs unmutated first, all in one pytest process (the
+baseline): it must pass.
 The seed defaults to the checked-out commit, so every commit checks another sample and a
 rerun of one commit checks the same one.
 """
@@ -359,23 +360,17 @@ def _forget_bytecode(path: Path) -> None:
 
 
 def baseline(picked: list[Mutant], timeout: float) -> list[str]:
-    """Each distinct test list of the picked mutants' targets, run once unmutated: the
-    problems (a list that does not pass makes every verdict on it meaningless)."""
-    lists: dict[tuple[str, ...], list[str]] = {}
-    for mutant in picked:
-        names = lists.setdefault(mutant.target.tests, [])
-        if mutant.target.name not in names:
-            names.append(mutant.target.name)
-    problems = []
-    for tests, names in lists.items():
-        run = run_tests(tests, timeout)
-        label = ", ".join(names)
-        if run.code == 0:
-            print(f"  baseline {label}: green in {run.seconds:.0f}s", flush=True)
-            continue
-        why = "timed out" if run.code is None else f"pytest exit {run.code}"
-        problems.append(f"baseline {label}: {why} unmutated ({' '.join(tests)})\n{run.tail()}")
-    return problems
+    """The picked mutants' test files, run once unmutated in one pytest process (one
+    import of torch for all of them): the problems (a test that does not pass unmutated
+    makes every verdict on it meaningless)."""
+    tests = tuple(dict.fromkeys(t for mutant in picked for t in mutant.target.tests))
+    label = ", ".join(dict.fromkeys(mutant.target.name for mutant in picked))
+    run = run_tests(tests, timeout)
+    if run.code == 0:
+        print(f"  baseline {label}: green in {run.seconds:.0f}s", flush=True)
+        return []
+    why = "timed out" if run.code is None else f"pytest exit {run.code}"
+    return [f"baseline {label}: {why} unmutated ({' '.join(tests)})\n{run.tail()}"]
 
 
 def default_seed() -> str:

@@ -296,16 +296,17 @@ def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]
 
 
 SHARED, GAMMA = ("tests/test_shared.py",), ("tests/test_gamma.py",)
+BOTH = SHARED + GAMMA  # the baseline: every picked target's tests, once, in one process
 
 
-def test_the_baseline_runs_once_per_test_list_then_every_mutant(
+def test_the_baseline_runs_every_test_file_once_in_one_run_then_every_mutant(
     fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_repo["codes"] = {SHARED: [0, 1, 1], GAMMA: [0, 1]}
+    fake_repo["codes"] = {BOTH: [0], SHARED: [1, 1], GAMMA: [1]}
     assert mutants.main(["--all", "--seed", "s"]) == 0
-    assert fake_repo["runs"] == [SHARED, GAMMA, SHARED, SHARED, GAMMA]  # 2 baselines, 3 mutants
+    assert fake_repo["runs"] == [BOTH, SHARED, SHARED, GAMMA]  # 1 baseline, 3 mutants
     out = capsys.readouterr().out
-    assert "baseline alpha, beta: green" in out
+    assert "baseline alpha, beta, gamma: green" in out
     assert "mutation score: 3/3 killed, 0 survived, 0 errors" in out
 
 
@@ -321,7 +322,7 @@ def test_the_baseline_runs_once_per_test_list_then_every_mutant(
 def test_a_survivor_or_an_error_fails_the_run(
     fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], gamma: int | None, summary: str
 ) -> None:
-    fake_repo["codes"] = {SHARED: [0, 1, 1], GAMMA: [0, gamma]}
+    fake_repo["codes"] = {BOTH: [0], SHARED: [1, 1], GAMMA: [gamma]}
     assert mutants.main(["--all", "--seed", "s"]) == 1
     out = capsys.readouterr().out
     assert f"mutation score: {summary}" in out
@@ -334,11 +335,11 @@ def test_a_survivor_or_an_error_fails_the_run(
 def test_a_failing_baseline_is_an_error_and_no_mutant_runs(
     fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], baseline: int | None
 ) -> None:
-    fake_repo["codes"] = {SHARED: [0], GAMMA: [baseline]}
+    fake_repo["codes"] = {BOTH: [baseline]}
     assert mutants.main(["--all", "--seed", "s"]) == 1
-    assert fake_repo["runs"] == [SHARED, GAMMA]
+    assert fake_repo["runs"] == [BOTH]
     out = capsys.readouterr().out
-    assert "ERROR baseline gamma" in out and "the output of pytest" in out
+    assert "ERROR baseline alpha, beta, gamma" in out and "the output of pytest" in out
     assert "mutation score" not in out
 
 
