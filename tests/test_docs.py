@@ -24,6 +24,7 @@ RUN_BY = {
     "docs/tuning.md": "tests/test_tuning_guide.py",
     "docs/write-a-backend.md": "tests/test_write_a_backend_guide.py",
     "examples/qbackend-example/README.md": "examples/qbackend-example/tests/test_readme.py",
+    "examples/qbackend-qnnpack/README.md": "examples/qbackend-qnnpack/tests/test_readme.py",
     "packages/qcore/README.md": "packages/qcore/tests/test_readme.py",
     "packages/qbackend-onednn/README.md": "packages/qbackend-onednn/tests/test_readme.py",
     "packages/qbackend-executorch/README.md": "packages/qbackend-executorch/tests/test_readme.py",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
 SOURCE_ROOTS = sorted(
-    [*(ROOT / "packages").glob("*/src"), ROOT / "examples" / "qbackend-example" / "src"]
+    [*(ROOT / "packages").glob("*/src"), *(ROOT / "examples").glob("*/src")]
 )
 CORE = "qcore"
 #: Top-level modules that qcore-torch's wheel ships beside the ``qcore`` package.
@@ -110,6 +110,7 @@ def test_the_walk_sees_every_package_and_their_imports() -> None:
         "qquantizer_xnnpack",
         "qinductor_x86",
         "qbackend_example",
+        "qbackend_qnnpack",
     }
     # imports inside functions and under TYPE_CHECKING count too
     assert "qcore.annotation.quantizer" in graph["qcore.api"]
