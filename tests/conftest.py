@@ -35,8 +35,8 @@ def fake_dist() -> Iterator[FakeDist]:
 @pytest.fixture(scope="session")
 def zoo_quantized() -> Callable[..., Any]:
     """``qcore.testing.transformers_zoo.quantize(name, qcore.get_quantizer(quantizer,
-    **options))``, run once per (model, quantizer, options) in a session: the eager flows
-    and the compiled ones read the same converted model, which neither changes."""
+    **options))``, run once per (model, quantizer, options) in a session: the tests that
+    read the same converted model (none changes it) share it."""
     import qcore
     from qcore.testing.transformers_zoo import quantize
 

@@ -30,7 +30,7 @@ from qcore.annotation.report import NOT_DERIVED
 from qcore.derived.names import derived_rows
 from qcore.int8.host import targeting
 from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture
+from qcore.testing.architectures import ResNet50, ShuffleNetV2, Swin, ViT, architecture
 from qcore.testing.derived import quantized_kinds, run_derived, run_fx
 from qcore.testing.models import (
     ModelCase,
@@ -89,6 +89,31 @@ def _image(*shape: int) -> Callable[[], tuple[torch.Tensor, ...]]:
     return lambda: (torch.randn(2, 3, *shape),)
 
 
+#: The bottleneck, attention and window-attention replicas shrunk to the fewest blocks
+#: that keep each pattern kind the comparison counts (the comparison is per kind, not per
+#: model size; the full replicas took minutes here). resnet50: stem, max-pool, a
+#: bottleneck with a projection shortcut at stride 1, one with the identity, one at
+#: stride 2. swin: the patch-embedding conv, a window and a shifted (rolled, masked)
+#: window block, patch merging, then a window as large as its map. vit: the patch conv,
+#: the class token's cat, one encoder block. shufflenet_v2: stem, max-pool, a stride-2
+#: unit, a split (chunk) unit, another stride-2 unit, the last 1x1 conv.
+SMALL_ARCHITECTURES = {
+    "resnet50": ModelCase(
+        "resnet50", partial(ResNet50, stem=16, planes=(16, 32), blocks=(2, 1)), _image(32, 32)
+    ),
+    "swin": ModelCase(
+        "swin", partial(Swin, image=32, embed=16, depths=(2, 2), heads=(1, 2)), _image(32, 32)
+    ),
+    "vit": ModelCase(
+        "vit", partial(ViT, image=32, patch=8, dim=32, heads=2, depth=1, mlp=64), _image(32, 32)
+    ),
+    "shufflenet_v2": ModelCase(
+        "shufflenet_v2",
+        partial(ShuffleNetV2, repeats=(2, 1), widths=(8, 16, 32)),
+        _image(32, 32),
+    ),
+}
+
 #: The zoo, its functional-keyword model, transposed convs of every rank and a few of the
 #: ImageNet-style architectures (attention, channel shuffle, fire modules, bottlenecks).
 EXTRA = {
@@ -99,7 +124,8 @@ EXTRA = {
     ),
     **{c.name: c for c in functional_keyword_cases()},
     **{c.name: c for c in mixed_layer_cases()},
-    **{n: architecture(n) for n in ("resnet50", "vit", "swin", "shufflenet_v2", "squeezenet")},
+    **SMALL_ARCHITECTURES,
+    "squeezenet": architecture("squeezenet"),
 }
 CASES = [c.name for c in all_cases()] + list(EXTRA)
 #: Functional convs written with keywords, run on both kinds of CPU: the derived onednn

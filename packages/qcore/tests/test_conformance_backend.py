@@ -120,6 +120,7 @@ def _only(results: list[CheckResult], check: str, subject: str) -> CheckResult:
 def test_a_conformant_plugin_passes_every_check(install_backend: InstallBackend) -> None:
     install_backend("goodchip", GOOD)
     results = assert_conformant("backend", "goodchip")
+    assert _only(results, "load", "goodchip").detail == "4 patterns; qconfig mapping: torch's default"
     checks = sorted((r.check, r.subject) for r in results if r.check != "load")
     assert checks == [
         ("engine", "goodchip"),
@@ -163,7 +164,9 @@ PLUGIN_FIELDS = {"qconfig_mapping": lambda is_qat, model=None: QConfigMapping()}
 
 def test_a_backend_that_quantizes_nothing_fails(install_backend: InstallBackend) -> None:
     install_backend("nothingchip", NOTHING)
-    runs = _prepare_convert(check_backend("nothingchip"))
+    results = check_backend("nothingchip")
+    runs = _prepare_convert(results)
+    assert _only(results, "load", "nothingchip").detail.endswith("qconfig mapping: the plugin's own")
     assert sorted(runs) == GOOD_SUBJECTS
     for result in runs.values():
         assert not result.ok

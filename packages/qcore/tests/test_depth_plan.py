@@ -123,3 +123,53 @@ def test_plans_keep_the_budget_and_never_lose_to_not_doubling(
     assert abs(plan.added_noise - _noise(layers, set(plan.seven_bit), set(plan.doubled))) <= 1e-9
     assert plan.added_noise <= _best(layers, allowed, 0.0) + 1e-9
     assert plan.added_noise >= _best(layers, allowed, budget) - 1e-9
+
+
+def _lower_left_hull(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Andrew's monotone chain: the lower hull from the lowest zero-cost point, cut where the
+    noise stops falling (an independent oracle for the planner's greedy steepest steps)."""
+    start = min(p for p in points if p[0] == 0)
+    right = sorted(p for p in points if p[0] > 0 and p[1] < start[1])
+    hull = [start]
+    for p in right:
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) > 0:
+                break  # a left turn: hull[-1] stays on the lower hull
+            hull.pop()
+        hull.append(p)
+    lowest = min(range(len(hull)), key=lambda i: hull[i][1])
+    return hull[: lowest + 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 10_000), st.floats(0, 100, allow_subnormal=False)),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda p: p[0],
+    ),
+    st.floats(50, 100),
+)
+def test_each_step_is_the_lower_hulls_next_point(
+    points: list[tuple[int, float]], start_noise: float
+) -> None:
+    """Steps past the first: the gain per extra multiply-add counts from where the chain
+    stands, not from zero (a second step to a cheaper but flatter option is the hull's)."""
+    from qcore.int8.depth_plan import _hull, _Option
+
+    options = [_Option(0, start_noise, False, ())]
+    options += [_Option(m, n, False, (i,)) for i, (m, n) in enumerate(points)]
+    expected = _lower_left_hull([(o.macs, o.noise) for o in options])
+    got = [(o.macs, o.noise) for o in _hull(options)]
+    # collinear points: the oracle drops the middle one, the planner may keep it
+    assert [p for p in got if p in expected] == expected
+    assert all(_on_segment(p, expected) for p in got if p not in expected), (got, expected)
+
+
+def _on_segment(p: tuple[int, float], chain: list[tuple[int, float]]) -> bool:
+    for (x1, y1), (x2, y2) in itertools.pairwise(chain):
+        if x1 <= p[0] <= x2 and abs((x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1)) < 1e-6:
+            return True
+    return False

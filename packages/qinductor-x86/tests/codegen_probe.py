@@ -1,10 +1,11 @@
-"""Compile one linear + add model and describe Inductor's generated code, in a process of
-its own (which x86 int8 passes exist is process-wide and permanent):
+"""Compile one linear + add model and describe Inductor's generated code, on one side, in
+the interpreter of its lowering mode (``probe_modes.py``; which x86 int8 passes exist is
+process-wide and permanent):
 
-* ``torch``: torch 2.13's built-in passes, torchao's x86 quantizer module imported as users
-  import it (its passes registered too); no lowering of ours;
-* ``ours``: torch's copy switched off before the first compile, torchao's never
-  registered; this package's lowering installed.
+* ``torch`` (mode ``reference``): torch 2.13's built-in passes, torchao's x86 quantizer
+  module imported as users import it (its passes registered too); no lowering of ours;
+* ``ours`` (mode ``standalone``): torch's copy switched off before the first compile,
+  torchao's never registered; this package's lowering installed.
 
 Two graphs, one compile each:
 
@@ -21,27 +22,21 @@ Two graphs, one compile each:
 
 What is reported is what upstream's fusion tests read off the code: how often each oneDNN
 op name occurs anywhere in it (``FileCheck`` / ``count``), the ``assert_size_stride``
-checks, and each kernel call with its post-op arguments.
-
-    python codegen_probe.py torch|ours
+checks, and each kernel call with its post-op arguments. Neither graph depends on what
+the interpreter compiled before: the code is Inductor's for this graph alone.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import lowering_zoo as zoo
 import torch
 from torch import nn
 
 import qcore
-from qcore.testing.fresh import emit
 
 #: Every spelling of a oneDNN op in Python code: ``torch.ops.onednn.<op>.<overload>``.
 _OP_NAME = re.compile(r"torch\.ops\.onednn\.\w+\.\w+")
@@ -104,15 +99,9 @@ def describe(code: str) -> dict[str, Any]:
     }
 
 
-def main(side: str) -> None:
-    from qinductor_x86 import lowering as x86_lowering
-
-    if side == "ours":
-        x86_lowering.switch_off_torch_builtins()
-    else:
-        import torchao_reference
-
-        torchao_reference.load_with_side_effects()
+def measure(side: str) -> dict[str, Any]:
+    """Both graphs compiled by the passes of this interpreter's mode (``torch``) or by this
+    package's lowering (``ours``), described."""
     torch.manual_seed(0)
     inputs = (zoo.example(4, 8, shift=1.0),)
     converted = zoo.narrow_weights(zoo.quantize(LinearAddBlocks(), inputs))
@@ -121,21 +110,14 @@ def main(side: str) -> None:
     codes = torch.randint(-128, 128, (8, 64), dtype=torch.int8, generator=torch.Generator().manual_seed(1))
     int8_matmul = zoo.lower(matmuls, (codes,), lowered=side == "ours")
     exact = matmuls.exact(codes, int8_matmul.output[0])
-    emit(
-        {
-            "linear + add": describe(linear_add.code),
-            "int8 matmul": describe(int8_matmul.code),
-            "int8 matmul, relative distance to exact": [
-                float((o.double() - e).norm() / e.norm())
-                for e, o in zip(exact, int8_matmul.output, strict=True)
-            ],
-            # (ours: how many were doubled; on a target that saturates, both must be)
-            "int8 matmul, doubled": int8_matmul.count("reduction doubled") if int8_matmul.report else None,
-            "target saturates": qcore.host.target().saturates_u8s8,
-            "other passes": x86_lowering.other_x86_passes(),
-        }
-    )
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
+    return {
+        "linear + add": describe(linear_add.code),
+        "int8 matmul": describe(int8_matmul.code),
+        "int8 matmul, relative distance to exact": [
+            float((o.double() - e).norm() / e.norm())
+            for e, o in zip(exact, int8_matmul.output, strict=True)
+        ],
+        # (ours: how many were doubled; on a target that saturates, both must be)
+        "int8 matmul, doubled": int8_matmul.count("reduction doubled") if int8_matmul.report else None,
+        "target saturates": qcore.host.target().saturates_u8s8,
+    }

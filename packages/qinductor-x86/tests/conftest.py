@@ -18,8 +18,9 @@ TIMEOUT = 3600.0
 
 
 class Probes:
-    """The fresh interpreters of ``probe_modes.py``, one per lowering mode, each running the
-    parts of its mode that the collected tests name (``PROBED = ((mode, part), ...)`` at
+    """The fresh interpreters of ``probe_modes.py``, one per lowering mode (two modes that
+    set up the same passes share one: ``lowering_zoo.probe_interpreter``), each running the
+    parts of its modes that the collected tests name (``PROBED = ((mode, part), ...)`` at
     module level). All of them start at the first request, two at a time (two side by
     side, as two lowerings' sides always ran): the standalone one first, as it compiles the
     most, then the others in the order the tests first read them; each test waits for the
@@ -34,17 +35,22 @@ class Probes:
         import lowering_zoo as zoo
 
         self._pool = ThreadPoolExecutor(2)
+        interpreters: dict[str, list[str]] = {}
         for mode in sorted(self.wanted, key=lambda mode: mode != "standalone"):
-            self._runs[mode] = self._pool.submit(
-                zoo.run_script, "probe_modes.py", mode, *self.wanted[mode], timeout=TIMEOUT
+            interpreters.setdefault(zoo.probe_interpreter(mode), []).extend(
+                f"{mode}:{part}" for part in self.wanted[mode]
             )
+        for key, parts in interpreters.items():
+            self._runs[key] = self._pool.submit(zoo.run_script, "probe_modes.py", *parts, timeout=TIMEOUT)
 
     def mode(self, mode: str) -> dict[str, Any]:
-        """Everything the interpreter of ``mode`` reported."""
+        """Everything the interpreter of ``mode`` reported for it."""
+        import lowering_zoo as zoo
+
         assert mode in self.wanted, f"no collected test module names mode {mode} in PROBED"
         if self._pool is None:
             self._start()
-        result: dict[str, Any] = self._runs[mode].result()
+        result: dict[str, Any] = self._runs[zoo.probe_interpreter(mode)].result()[mode]
         return result
 
     def result(self, mode: str, part: str) -> Any:

@@ -6,7 +6,8 @@ before anything there installs a lowering of ours: no other pass (torchao's,
 qinductor-x86's) may be registered, so the lowering is torch's own.
 
 For each model: our quantizer built for a VNNI target and for this host's target, and
-torchao 0.18's quantizer (loaded without its pass registration) on the model or, when
+torchao 0.18's quantizer (loaded without its pass registration where torch carries its own
+copy; as users import it where torchao's passes are upstream's) on the model or, when
 torchao cannot quantize it, on its one-module-per-call-site twin. For each: the oneDNN
 int8 kernels the generated code calls, the compiled output against the eager converted
 one, and SQNR against the float model.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import lower_models
 import lowering_zoo as zoo
 import torchao_reference
 from torch._inductor import config as inductor_config
@@ -69,6 +71,11 @@ def measure_all() -> dict[str, Any]:
         results[name] = {
             "ours_vnni": vnni,
             "ours_host": {**vnni, "compiled_once": True} if same else measure(for_host),
-            "torchao": measure(quantized(ref, twin, nullcontext())),
+            "torchao": measure(quantized(ref, twin, nullcontext()))
+            if x86_lowering.torch_carries_x86_passes()
+            # torchao's passes, imported as users import them: the compile of mode
+            # ``reference`` where the two share an interpreter (the same quantizer, config
+            # and passes)
+            else lower_models.torchao_static(twin),
         }
     return results

@@ -20,6 +20,7 @@ a test must not depend on that race. One thread is deterministic on both kinds o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Iterator
@@ -377,16 +378,38 @@ class Lowered:
         return sum(n for name, n in self.report.lowered.items() if phrase in name)
 
 
-def lower(
-    converted: Any, inputs: tuple[torch.Tensor, ...], *, target: str | None = None, lowered: bool = True
-) -> Lowered:
-    """Run ``converted`` eagerly, then compile it with freezing (fresh caches) and run it:
-    under this package's lowering (``lowered=False``: only the passes registered anyway),
-    for the int8 ``target`` if given."""
+@dataclass(frozen=True)
+class Eager:
+    """The eager converted model's output on some inputs, and its tie variants (see
+    :class:`Lowered`): the reference of every compile of that model on those inputs."""
+
+    output: Any
+    tie_variants: list[Any]
+
+
+def eager_reference(converted: Any, inputs: tuple[torch.Tensor, ...]) -> Eager:
+    """``converted`` run eagerly on ``inputs``, with its ties broken the other way."""
     with torch.no_grad():
         eager = converted(*inputs)
     # a hand-written module has no requantize graph to read: its ties cannot be excused
     variants = tie_variants(converted, inputs) if isinstance(converted, torch.fx.GraphModule) else []
+    return Eager(eager, variants)
+
+
+def lower(
+    converted: Any,
+    inputs: tuple[torch.Tensor, ...],
+    *,
+    target: str | None = None,
+    lowered: bool = True,
+    reference: Eager | None = None,
+) -> Lowered:
+    """Run ``converted`` eagerly (unless ``reference`` is its :func:`eager_reference` on
+    ``inputs`` already: a model compiled for two targets), then compile it with freezing
+    (fresh caches) and run it: under this package's lowering (``lowered=False``: only the
+    passes registered anyway), for the int8 ``target`` if given."""
+    made = reference if reference is not None else eager_reference(converted, inputs)
+    eager, variants = made.output, made.tie_variants
     lowering = qcore.get_lowering("x86") if lowered else None
     with (
         fresh_compile(),
@@ -469,6 +492,34 @@ def _attr(module: torch.nn.Module, target: str) -> Any:
     for name in target.split("."):
         module = getattr(module, name)
     return module
+
+
+@functools.cache
+def torchaos_eager_sqnr(name: str) -> float:
+    """SQNR against the float model of architecture ``name`` (``qcore.testing.architectures``)
+    quantized by torchao 0.18's quantizer (full-range weights; it reads no int8 target),
+    eager, on the held-out batch: three calibration batches, the accuracy reference of
+    test_architecture_accuracy.py and test_budgeted_default.py, computed once a session."""
+    from qcore.testing.architectures import architecture
+
+    case = architecture(name)
+    model = case.model()
+    calibration = [case.inputs(b) for b in range(1, 4)]
+    theirs = quantize(model, case.inputs(0), "torchao", calibration)
+    held_out = case.inputs(50)
+    with torch.no_grad():
+        return sqnr(model(*held_out), theirs(*held_out))
+
+
+def probe_interpreter(mode: str) -> str:
+    """The lowering mode whose fresh interpreter (``probe_modes.py``) runs ``mode``'s parts:
+    ``builtins`` runs in ``reference``'s where the two set up the same passes, torchao's
+    alone (a torch without its own copy, 2.14 on); every other mode in its own."""
+    from qinductor_x86.lowering import torch_carries_x86_passes
+
+    if mode == "builtins" and not torch_carries_x86_passes():
+        return "reference"
+    return mode
 
 
 def run_script(script: str, *args: str, timeout: float = 900.0) -> Any:

@@ -17,12 +17,20 @@ measurement of the upstream copy alone):
   (2.14 on), torchao 0.18's; no lowering of ours, but in the last part, ``signed``, which
   installs ours next to upstream's copy.
 
+On a torch that dropped its copy (2.14 on) ``reference`` and ``builtins`` set up the same
+passes (torchao's, as users import them), so they share one interpreter: each mode's parts
+that measure upstream's passes alone first, then ``chained`` (which checks that its
+uninstall restores upstream's chain), then ``signed``; and torchao's quantizer on a model
+of both (``lower_models.torchao_static``) is compiled once for the two.
+
 Each part is one measurement module's function; its result (JSON values) comes back with
-``qcore.testing.fresh.emit`` as ``{part: result}``, each result with the other passes
-registered right after it (``_other_passes``), and ``_host``: the int8 target of this
-machine. A part that raises reports ``{"error": traceback}``; the next parts still run.
-The tests request parts through the ``probes`` fixture (conftest.py), which runs only the
-parts the collected tests name in their ``PROBED``.
+``qcore.testing.fresh.emit`` as ``{mode: {part: result}}``, each result with the other
+passes registered right after it (``_other_passes``), and each mode's ``_host``: the int8
+target of this machine. A part that raises reports ``{"error": traceback}``; the next
+parts still run. The tests request parts through the ``probes`` fixture (conftest.py),
+which runs only the parts the collected tests name in their ``PROBED``:
+``python probe_modes.py MODE:PART [MODE:PART ...]`` (modes of one interpreter, see
+``lowering_zoo.probe_interpreter``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import codegen_probe
 import lower_builtin
 import lower_fanout
 import lower_models
@@ -99,6 +108,7 @@ MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
             "fanout": lambda: lower_fanout.measure_all("ours"),
             "signed": lambda: signed.compile_cases(list(signed.CASES)),
             "runtime_weight": zoo.runtime_weight_lowered,
+            "codegen": lambda: codegen_probe.measure("ours"),
         },
     ),
     "reference": (
@@ -106,6 +116,7 @@ MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
         {
             "counters": lambda: lowering_counters_probe.measure_all(ours=False),
             "models": lower_models.torchao,
+            "codegen": lambda: codegen_probe.measure("torch"),
             "chained": chained_after_torchaos,  # last: installs ours
         },
     ),
@@ -120,23 +131,35 @@ MODES: dict[str, tuple[Callable[[], object], dict[str, Callable[[], Any]]]] = {
 }
 
 
-def main(mode: str, wanted: list[str]) -> None:
-    setup, parts = MODES[mode]
-    unknown = set(wanted) - set(parts)
-    assert not unknown, f"mode {mode} has no part {sorted(unknown)}"
-    setup()
+#: Parts that install this package's lowering next to upstream's copy: after every other
+#: part of their interpreter, in the order of :data:`MODES`.
+LAST = {("reference", "chained"), ("builtins", "signed")}
+
+
+def main(wanted: list[str]) -> None:
+    pairs = [tuple(arg.split(":", 1)) for arg in wanted]
+    modes = [mode for mode in MODES if any(m == mode for m, _ in pairs)]
+    unknown = {(m, p) for m, p in pairs if m not in MODES or p not in MODES[m][1]}
+    assert not unknown, f"no such parts {sorted(unknown)}"
+    assert len({zoo.probe_interpreter(mode) for mode in modes}) == 1, f"modes {modes} need interpreters of their own"
+    # (one set-up for all: ``builtins`` shares an interpreter only where its set-up loads
+    # torchao's passes, as ``reference``'s does)
+    MODES[modes[0]][0]()
     host = qcore.host.target()
-    results: dict[str, Any] = {"_host": {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}}
-    for name, part in parts.items():
-        if name not in wanted:
-            continue
+    ordered = [(m, name) for m in modes for name in MODES[m][1] if (m, name) in pairs]
+    ordered = [p for p in ordered if p not in LAST] + [p for p in ordered if p in LAST]
+    results: dict[str, dict[str, Any]] = {
+        mode: {"_host": {"isa": host.isa, "saturates_u8s8": host.saturates_u8s8}} for mode in modes
+    }
+    for mode, name in ordered:
         try:
-            results[name] = part()
+            measured = MODES[mode][1][name]()
         except Exception:  # noqa: BLE001 - reported to the tests, which name it
-            results[name] = {"error": traceback.format_exc()[-3000:]}
-        results[name]["_other_passes"] = x86_lowering.other_x86_passes()
+            measured = {"error": traceback.format_exc()[-3000:]}
+        measured["_other_passes"] = x86_lowering.other_x86_passes()
+        results[mode][name] = measured
     emit(results)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1:])

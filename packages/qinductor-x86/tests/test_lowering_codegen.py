@@ -12,27 +12,25 @@ linear + add + relu is compared too, and so are torchao's int8 matmul spellings 
 int8 / SmoothQuant ``_int_mm``), which this lowering must lower to the same kernels, and
 compute exactly where eager ``_int_mm`` saturates (a CPU without VNNI).
 
-One compile of each graph per side, each side in a fresh interpreter
-(``codegen_probe.py``): torch's passes (and torchao's) on one side, this lowering alone on
-the other.
+One compile of each graph per side (``codegen_probe.py``), each side in the fresh
+interpreter of its lowering mode (``probe_modes.py``): torch's passes (and torchao's) in
+mode ``reference``, this lowering alone in mode ``standalone``.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-import lowering_zoo as zoo
+from typing import Any
 
 #: float32 rounding of the scales' products
 EXACT = 1e-6
 
+PROBED = (("reference", "codegen"), ("standalone", "codegen"))
 
-def test_generated_code_names_and_calls_kernels_as_torchs_passes() -> None:
-    with ThreadPoolExecutor(2) as pool:
-        runs = {side: pool.submit(zoo.run_script, "codegen_probe.py", side) for side in ("torch", "ours")}
-        theirs, ours = (runs[side].result() for side in ("torch", "ours"))
-    assert not any(ours["other passes"].values())
-    assert theirs["other passes"]["torch lowerings"]
+
+def test_generated_code_names_and_calls_kernels_as_torchs_passes(probes: Any) -> None:
+    theirs, ours = probes.result("reference", "codegen"), probes.result("standalone", "codegen")
+    assert not any(ours["_other_passes"].values())
+    assert theirs["_other_passes"]["torch lowerings"]
     # the reference lowered every linear and both matmuls
     assert [len(theirs[graph]["calls"]) for graph in ("linear + add", "int8 matmul")] == [4, 2]
     for graph in ("linear + add", "int8 matmul"):
