@@ -333,6 +333,26 @@ def test_a_fuser_returning_the_wrong_module_fails(install_backend: InstallBacken
         assert_conformant("backend", "wrongfuser")
 
 
+def test_a_fusions_last_op_is_no_pattern_of_its_own(install_backend: InstallBackend) -> None:
+    """A PTQ fuser that drops the conv and returns the ReLU: ReLU appears in the backend
+    only inside the conv-relu fusion, which gives no pattern that quantizes a lone ReLU."""
+    install_backend(
+        "relufuser",
+        """
+        def build():
+            only_relu = lambda is_qat, conv, relu: relu
+            return (
+                BackendConfig("relu")
+                .set_backend_pattern_config(conv_relu(only_relu))
+                .set_backend_pattern_config(conv_relu_fused())
+            )
+        """,
+    )
+    result = _only(check_backend("relufuser"), "fuser-method", "Conv2d → ReLU")
+    assert not result.ok
+    assert "ptq fusion built ReLU: neither fused_module" in result.detail
+
+
 def test_a_qat_fuser_that_folds_too_far_fails(install_backend: InstallBackend) -> None:
     # QAT needs the fused module itself (it is swapped for nniqat.ConvReLU2d and trained)
     install_backend(

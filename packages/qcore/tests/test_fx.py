@@ -442,3 +442,31 @@ def test_an_error_outside_tracing_is_not_called_a_trace_error(backends: None) ->
     with pytest.raises(AssertionError, match="must be a QConfigMapping"):
         qcore.fx.prepare(nn.Linear(4, 4).eval(), "fxnative", (torch.randn(2, 4),),
                          mapping="not a qconfig")  # type: ignore[arg-type]  # fmt: skip
+
+
+class EmptySlot(nn.Module):
+    """A linear followed by an empty ``nn.Sequential`` (a slot for optional layers), kept
+    whole by ``prepare_custom_config``: a module call that holds no layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 8)
+        self.slot = nn.Sequential()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.slot(self.linear(x))
+
+
+def test_an_empty_sequential_call_is_no_layer(backends: None) -> None:
+    """The empty container carries the backend's qconfig like every module, but has no
+    conv or linear inside: only ``linear`` is a weighted layer."""
+    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+
+    from qcore.int8.fx_ranges import weighted_layers
+
+    custom = PrepareCustomConfig().set_non_traceable_module_names(["slot"])
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(EmptySlot().eval(), "fxref", (torch.rand(4, 16),),
+                                    prepare_custom_config=custom)
+    assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
+    assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]

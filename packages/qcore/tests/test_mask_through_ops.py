@@ -74,3 +74,17 @@ def test_a_mask_is_seen_through_each_value_preserving_op(op: Any) -> None:
 @pytest.mark.parametrize("name", sorted(COMPUTING))
 def test_a_mask_is_not_seen_through_an_op_that_computes(name: str) -> None:
     assert _added(COMPUTING[name])[0] is None
+
+
+class MaskedFill(nn.Module):
+    """The mask built by ``masked_fill`` (zeros where attended, ``finfo.min`` elsewhere)."""
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return x + torch.zeros(6, 6).masked_fill(~mask.bool(), MIN)
+
+
+def test_a_mask_built_by_masked_fill_holds_its_fill_value() -> None:
+    gm = exported(MaskedFill(), (torch.randn(6, 6), torch.ones(6, 6).long()))
+    assert aten.masked_fill.Scalar in {n.target for n in gm.graph.nodes}
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
+    assert additive_mask_value(add.args[1], gm) == MIN

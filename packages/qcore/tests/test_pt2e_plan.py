@@ -157,3 +157,47 @@ def test_the_plan_follows_the_calibration() -> None:
     assert _content(plan, first) == before
     assert _content(plan, second) == expected
     assert second.added_noise != first.added_noise  # the new calibration shows in the plan
+
+
+class GatedTwin(nn.Module):
+    """Two linears with equal weights (small ones and an overflowing pair per channel, as
+    in ``Fork``) read equal inputs through their own observers; ``gated`` feeds a sigmoid
+    (a squeeze-excitation's gate), ``plain`` the output. ``filler``, 25x their size, makes
+    the budget (4.5 % of all multiply-adds) hold one twin's doubling, not both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.gated, self.plain = nn.Linear(128, 128), nn.Linear(128, 128)
+        self.filler = nn.Linear(640, 640)
+        with torch.no_grad():
+            self.gated.weight.mul_(0.1)
+            self.gated.weight[:, :2] = 1.0
+            self.plain.load_state_dict(self.gated.state_dict())
+
+    def forward(self, a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return torch.sigmoid(self.gated(a)), self.plain(b), self.filler(c)
+
+
+def test_a_gated_layer_yields_the_doubling_to_its_ungated_twin() -> None:
+    """A gate's slope (at most 1/4) shrinks the gated twin's error before it reaches the
+    network, so its narrowing costs less: the one doubling the budget holds goes to the
+    ungated twin, whose weights keep torchao's full-range scales (codes that can overflow
+    a uint8 input), while the gated twin's codes cannot."""
+    model = GatedTwin().eval()
+    x = torch.randn(32, 128, generator=torch.Generator().manual_seed(3))
+    c = torch.randn(32, 640, generator=torch.Generator().manual_seed(4))
+    macs = [m.weight.numel() for m in (model.gated, model.plain, model.filler)]
+    assert macs[0] <= DOUBLED_MAC_BUDGET * sum(macs) < 2 * macs[0]  # room for one twin
+    with host.targeting("avx2"):
+        exported = torch.export.export(model, (x, x.clone(), c)).module()
+        prepared = prepare_pt2e(exported, _quantizer())
+        prepared(x, x.clone(), c)
+        converted: torch.fx.GraphModule = convert_pt2e(prepared)
+    layers = _layers(converted)
+    linears = converted.graph.find_nodes(op="call_function", target=torch.ops.aten.linear.default)
+    gated_name, plain_name = (n.name for n in linears[:2])  # graph order: forward's order
+    overflows = {n: bool(pairs.any_input_can_overflow(codes, qmax).any()) for n, (codes, _, _, qmax) in layers.items()}
+    assert overflows[plain_name] and not overflows[gated_name]
+    full = model.plain.weight.detach().abs().amax(1) / 127.5
+    torch.testing.assert_close(layers[plain_name][1].float(), full.float())

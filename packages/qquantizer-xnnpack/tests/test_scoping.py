@@ -131,3 +131,40 @@ def test_reused_module_model_quantizes_end_to_end() -> None:
     ref = model(x)
     sqnr = 10 * torch.log10(ref.pow(2).mean() / (ref - out).pow(2).mean())
     assert sqnr > 25
+
+
+class _Pooled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.max_pool2d(self.conv(x), 2)
+
+
+def _pool_observed(quantizer: XNNPACKQuantizer) -> bool:
+    """Whether the prepared model observes the pool's output (an observer reads it)."""
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    gm = torch.export.export(_Pooled().eval(), (torch.randn(1, 2, 4, 4),)).module()
+    prepared = prepare_pt2e(gm, quantizer)
+    (pool,) = [n for n in prepared.graph.nodes if n.target is torch.ops.aten.max_pool2d.default]
+    return any(str(u.target).startswith("activation_post_process") for u in pool.users)
+
+
+def test_an_operator_config_for_an_opt_in_annotator_says_to_enable_it() -> None:
+    """max_pool2d is opt-in on XNNPACK (ExecuTorch's quantizer leaves it alone): its
+    operator config alone would quantize nothing, which prepare says instead of ignoring."""
+    op = torch.ops.aten.max_pool2d.default
+    quantizer = XNNPACKQuantizer().set_global(PER_TENSOR).set_operator_type(op, PER_TENSOR)
+    try:
+        _pool_observed(quantizer)
+    except ValueError as exc:
+        assert str(exc) == (
+            "XNNPACKQuantizer.set_operator_type(aten.max_pool2d.default, ...): only opt-in "
+            "annotators handle it (max_pool2d), and this quantizer runs them once enabled "
+            "by name: .enable('max_pool2d')"
+        )
+    else:
+        raise AssertionError("expected ValueError")
+    assert _pool_observed(quantizer.enable("max_pool2d"))  # enabled, it runs and prepares

@@ -127,6 +127,23 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         self.extensions_enabled = True
         return self
 
+    def _runs_nothing(self, operator: Any, config: QuantizationConfig) -> str:
+        """Why ``set_operator_type(operator, config)`` would quantize nothing: said at
+        prepare rather than ignored (the calls may come in any order before it)."""
+        head = f"{type(self).__name__}.set_operator_type({operator}, ...)"
+        waiting = [
+            a.name
+            for a in self.annotators()
+            if a.handles(operator) and a.opt_in and a.name not in self.enabled_opt_in
+        ]
+        if waiting:
+            return (
+                f"{head}: only opt-in annotators handle it ({', '.join(waiting)}), and "
+                f"this quantizer runs them once enabled by name: .enable({waiting[0]!r})"
+            )
+        kind = "dynamic" if is_dynamic_config(config) else "QAT" if config.is_qat else "static"
+        return f"{head}: no annotator of '{self.namespace}' handles it with a {kind} config"
+
     # -- annotation ---------------------------------------------------------------------
 
     def annotators(self) -> list[Annotator]:
@@ -172,6 +189,8 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         for config, scope, operator, _ in self.passes():
             if config is None:
                 continue
+            if operator is not None and not self.selected(config, operator):
+                raise ValueError(self._runs_nothing(operator, config))
 
             def accept(node: Node, scope: NodeFilter = scope) -> bool:
                 return scope(node) and (user_filter is None or user_filter(node))

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Every check the backend kit runs on a backend whose patterns all fuse or convert.
-_BACKEND_CHECKS = {"load", "well-formed", "fuser-method", "prepare-convert"}
+_BACKEND_CHECKS = {"load", "engine", "well-formed", "fuser-method", "prepare-convert"}
 
 
 def torch_backend_config(name: str) -> BackendConfig:
