@@ -483,3 +483,27 @@ def test_extension_annotators_run_only_when_enabled() -> None:
         annotate(Owned().use_extensions().set_global(_config()), exported(model, example))
     )
     assert set(plain) == {"linear"} and set(extended) == {"linear", "relu"}
+
+
+@pytest.mark.parametrize("literal", ["input", "weight"])
+def test_a_conv_whose_input_or_weight_is_no_graph_node_is_refused_by_name(literal: str) -> None:
+    """A hand-built graph may pass a tensor itself where export puts a node: the conv and
+    conv-relu annotators refuse such a conv naming it, and annotate nothing (a literal
+    input left unchecked would be annotated silently, a tensor keying its qspec map)."""
+    from qcore.annotation.common_annotators import conv_annotators
+
+    graph = torch.fx.Graph()
+    x, w = graph.placeholder("x"), graph.placeholder("w")
+    tensor = torch.ones(1, 1, 3, 3)
+    args = (tensor, w) if literal == "input" else (x, tensor)
+    fused = graph.call_function(aten.conv2d.default, args)
+    alone = graph.call_function(aten.conv2d.default, args)
+    graph.output((graph.call_function(aten.relu.default, (fused,)), alone))
+    model = GraphModule(nn.Module(), graph)
+    got = "Tensor and Node" if literal == "input" else "Node and Tensor"
+    conv, _, conv_relu, _ = conv_annotators()
+    for annotator, name in ((conv, alone.name), (conv_relu, fused.name)):
+        message = rf"^{name} \(aten\.conv2d\.default\): its input and weight must be graph nodes, got {got}$"
+        with pytest.raises(ValueError, match=message):
+            annotator(model, _config(), None)
+    assert not any(n.meta.get("quantization_annotation") for n in model.graph.nodes)

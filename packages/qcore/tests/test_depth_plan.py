@@ -173,3 +173,19 @@ def _on_segment(p: tuple[int, float], chain: list[tuple[int, float]]) -> bool:
         if x1 <= p[0] <= x2 and abs((x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1)) < 1e-6:
             return True
     return False
+
+
+def test_no_step_is_taken_between_options_of_equal_multiply_adds() -> None:
+    """Two options of equal cost whose gains from the start round to the same slope (a
+    noise of 1e-20 is lost against 100): the chain steps to one of them and stops there.
+    A step to the other would add no multiply-add (a gain per multiply-add of x / 0) to
+    remove 1e-20 of noise: every step of the chain adds multiply-adds. (``choose`` never
+    builds two options of equal nonzero cost; the chain is checked as the oracle above.)"""
+    from qcore.int8.depth_plan import _hull, _Option
+
+    options = [_Option(0, 100.0, False, ()), _Option(10, 1e-20, False, (0,)), _Option(10, 0.0, False, (1,))]
+    chain = _hull(options)
+    assert chain[0] == options[0] and len(chain) == 2 and chain[1].macs == 10
+    assert abs(chain[1].noise) <= 1e-20
+    # the oracle agrees: its hull, too, reaches the cost of 10 in one step
+    assert [p[0] for p in _lower_left_hull([(o.macs, o.noise) for o in options])] == [0, 10]

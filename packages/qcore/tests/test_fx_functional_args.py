@@ -1,7 +1,9 @@
 """qcore.int8.fx_ranges: a functional conv takes a range of its own only when every
 argument of its geometry is known when the model is prepared. A stride, a dilation or a
 group count computed from the input (a traced value, not an int) leaves the layer at the
-safe range: its geometry, and so which pairs overflow, is unknown."""
+safe range: its geometry, and so which pairs overflow, is unknown. On a graph torch's own
+``prepare_fx`` made (calls as written: padding strings, a linear without a bias), each
+call's geometry is the one its arguments spell."""
 
 from __future__ import annotations
 
@@ -54,3 +56,47 @@ def test_a_functional_conv_with_a_traced_geometry_argument_keeps_the_safe_range(
         assert isinstance(value, torch.fx.Node) or any(isinstance(v, torch.fx.Node) for v in value)
     found = [layer.node for layer in weighted_layers(prepared)]
     assert found == ([conv] if traced is None else [])
+
+
+class RawCalls(nn.Module):
+    """Functional calls as torch's own ``prepare_fx`` records them when nothing rewrites
+    them first: ``padding`` as the strings ``'same'`` and ``'valid'``, and ``F.linear``
+    with two arguments (no bias passed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Parameter(torch.full((4, 4, 3, 3), 0.1))
+        self.valid = nn.Parameter(torch.full((4, 4, 3, 3), 0.1))
+        self.fc = nn.Parameter(torch.full((6, 36), 0.1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.conv2d(x, self.same, None, (1, 1), "same", (1, 1), 1)
+        y = F.conv2d(y, self.valid, None, (2, 1), "valid", (1, 2), 1)
+        return F.linear(y.flatten(1), self.fc)
+
+
+def test_torchs_own_prepare_gives_each_call_the_geometry_it_was_written_with() -> None:
+    """``weighted_layers`` on a graph torch's ``prepare_fx`` made (no qcore rewrite): each
+    call is a layer with its own parameter and the geometry its arguments spell (padding
+    strings kept as strings), and a linear called without a bias is a layer too."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.backend_config import get_onednn_backend_config
+    from torch.ao.quantization.quantize_fx import prepare_fx
+
+    from qcore.int8.saturation import Geometry
+    from qcore.int8.weight_ranges import fit_qconfig_mapping
+
+    model = RawCalls().eval()
+    x = torch.rand(2, 4, 8, 8, generator=torch.Generator().manual_seed(2))
+    with host.targeting("avx2"), quantized_engine("onednn"):
+        mapping = fit_qconfig_mapping(get_default_qconfig_mapping("onednn"))
+        prepared = prepare_fx(model, mapping, (x,), backend_config=get_onednn_backend_config())
+    calls = [n for n in prepared.graph.nodes if n.target in (F.conv2d, F.linear)]
+    assert [len(n.args) for n in calls] == [7, 7, 2] and not any(n.kwargs for n in calls)
+    params = {id(p): name for name, p in prepared.named_parameters()}
+    found = [(layer.node, params.get(id(layer.weight)), layer.geometry) for layer in weighted_layers(prepared)]
+    assert found == [
+        (calls[0], "same", Geometry("conv", (1, 1), "same", (1, 1), 1)),
+        (calls[1], "valid", Geometry("conv", (2, 1), "valid", (1, 2), 1)),
+        (calls[2], "fc", Geometry("linear")),
+    ]

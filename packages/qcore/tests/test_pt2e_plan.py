@@ -201,3 +201,39 @@ def test_a_gated_layer_yields_the_doubling_to_its_ungated_twin() -> None:
     assert overflows[plain_name] and not overflows[gated_name]
     full = model.plain.weight.detach().abs().amax(1) / 127.5
     torch.testing.assert_close(layers[plain_name][1].float(), full.float())
+
+
+class _WeightOnly:
+    """What a plan reads of a weight observer: the weight and the int8 code range."""
+
+    quant_min, quant_max = -128, 127
+
+    def __init__(self, weight: Tensor) -> None:
+        self.weight = weight
+
+
+def test_a_layer_added_without_saying_gated_is_priced_as_ungated() -> None:
+    """``ModelPlan.add``'s default: twins as in ``GatedTwin`` (equal weights, equal inputs
+    through their own observers), the first added with ``gated=True``, the second without
+    saying. The budget (half their multiply-adds) holds one doubling; a gate shrinks the
+    gated twin's error, so the doubling goes to the second, exactly as when it is added
+    with ``gated=False`` (were both gated, the tie would go to the first added)."""
+    twin = GatedTwin().gated
+    weight = twin.weight.detach()
+    assert bool(pairs.any_input_can_overflow(pairs.full_range_codes(weight)).any())
+    x = torch.randn(32, 128, generator=torch.Generator().manual_seed(3))
+    macs = weight.numel()
+
+    def plan(**plain_gated: bool) -> DepthPlan:
+        observers = [HistogramObserver(), HistogramObserver()]
+        for observer in observers:
+            observer(x)
+        model_plan = ModelPlan(budget=0.5)
+        model_plan.add("gated", _WeightOnly(weight), observers[0], macs, gated=True)
+        model_plan.add("plain", _WeightOnly(weight), observers[1], macs, **plain_gated)
+        return model_plan.plan()
+
+    default = plan()
+    assert default.doubled == {"plain"} and default.doubled_macs == macs
+    explicit = plan(gated=False)
+    assert (default.doubled, default.added_noise) == (explicit.doubled, explicit.added_noise)

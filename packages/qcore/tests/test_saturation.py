@@ -299,6 +299,22 @@ def test_a_pair_sum_of_exactly_the_int16_limit_is_no_overflow() -> None:
     assert never_overflow_half_ranges(weight) == never_overflow_half_ranges(weight, 255)
 
 
+def test_calibration_at_exactly_the_int16_limit_keeps_the_full_range() -> None:
+    """Inputs on [0, 151], calibrated at the top code: the channel of codes 127 + 90 peaks
+    at 217 * 151 = 32767, above the 90 % headroom line but not past int16's top, which no
+    input can pass: it keeps the full range. Its twin of codes 127 + 91 (one more) can
+    overflow, peaks at 218 * 151 = 32918 and takes the widest candidate under the line."""
+    weight = torch.tensor([[1.0, 90 / 127.5], [1.0, 91 / 127.5]], dtype=torch.float64)
+    assert pairs.full_range_codes(weight).tolist() == [[127, 90], [127, 91]]
+    x = torch.ones(4, 2, dtype=torch.float64)
+    rows = pairs.linear_rows(pairs.input_codes(x, 1 / 151, 0, 0, 151))
+    assert pairs.peaks(rows, pairs.full_range_codes(weight)).tolist() == [pairs.INT16_MAX, 32918]
+    expected = pairs.expected_half_ranges(rows, weight, qmax=151)
+    assert expected == [127.5, 111.5]
+    choice = choose_weight_ranges(weight, x, (1 / 151, 0, 0, 151), Geometry.linear())
+    assert list(choice.half_ranges) == expected
+
+
 @pytest.mark.parametrize("chunk", [1 << 6, 1 << 23])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_emulation_in_chunks_misses_no_output_channel(

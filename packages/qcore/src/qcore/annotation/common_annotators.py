@@ -99,7 +99,12 @@ def _weighted_inputs(
 ) -> tuple[dict[Node, Any], list[Node]]:
     """The qspec map and partition nodes of a weighted op: activation, weight, bias."""
     act, weight = op.args[0], op.args[1]
-    assert isinstance(act, Node) and isinstance(weight, Node)
+    if not (isinstance(act, Node) and isinstance(weight, Node)):
+        # a hand-built graph; export makes every tensor argument a node
+        raise ValueError(
+            f"{op.name} ({op.target}): its input and weight must be graph nodes, "
+            f"got {type(act).__name__} and {type(weight).__name__}"
+        )
     weight_qspec = get_weight_qspec(config)
     if transpose:
         weight_qspec = weight_spec_for_transpose(weight_qspec)

@@ -123,15 +123,15 @@ def choose(
     allowance = budget * total
     chains = {g: _hull(_options(readers, g in seven_bit_groups)) for g, readers in groups.items()}
     steps = [
-        ((chain[i].noise - chain[i + 1].noise) / (chain[i + 1].macs - chain[i].macs), order, i, g)
-        for order, (g, chain) in enumerate(chains.items())
+        ((chain[i].noise - chain[i + 1].noise) / (chain[i + 1].macs - chain[i].macs), i, g)
+        for g, chain in chains.items()
         for i in range(len(chain) - 1)
     ]
-    steps.sort(key=lambda s: (-s[0], s[1], s[2]))
+    steps.sort(key=lambda s: -s[0])  # stable: equal slopes keep the groups' and steps' order
     position = dict.fromkeys(chains, 0)
     blocked: set[Hashable] = set()
     spent = 0
-    for _, _, i, g in steps:
+    for _, i, g in steps:
         if g in blocked or position[g] != i:
             continue
         cost = chains[g][i + 1].macs - chains[g][i].macs
