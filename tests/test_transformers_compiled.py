@@ -33,19 +33,6 @@ MIN_SQNR = 25.0
 LINEAR = torch.ops.aten.linear.default
 
 
-def _first_layer(model: nn.Module) -> nn.Module:
-    """``model`` cut, in place, to the first of its layers (its one ``nn.ModuleList`` of
-    ``transformers_zoo.SMALL["layers"]`` blocks)."""
-    cut = []
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, nn.ModuleList) and len(child) == transformers_zoo.SMALL["layers"]:
-                setattr(module, name, child[:1])
-                cut.append(name)
-    assert len(cut) == 1, cut
-    return model
-
-
 def _quantized_first_layer(
     name: str, quantizer: str, options: dict[str, bool]
 ) -> tuple[torch.fx.GraphModule, nn.Module, tuple[torch.Tensor, ...]]:
@@ -53,7 +40,7 @@ def _quantized_first_layer(
     on the zoo model cut to its first layer: the converted model, the float one, the
     held-out batch."""
     model, inputs = transformers_zoo.build(name)
-    model = _first_layer(model)
+    model = transformers_zoo.first_layer(model)
     exported = torch.export.export(copy.deepcopy(model), inputs(0)).module()
     prepared = prepare_pt2e(exported, qcore.get_quantizer(quantizer, **options))
     with torch.no_grad():

@@ -13,7 +13,7 @@ converted model the file was made from), for the deployed side (``deployed.py``)
   the mixed-layer model (``qcore.testing.models.MixedLayers``) by the quantizer derived
   from the ``executorch`` FX backend.
 
-The zoo models are cut to their first layer (:func:`first_layer`): the second repeats the
+The zoo models are cut to their first layer (:func:`qcore.testing.transformers_zoo.first_layer`): the second repeats the
 first's ops, so it adds nothing to compile, delegate or compare, but doubles the time
 AOTInductor's C++ build and ExecuTorch's lowering take on each model.
 """
@@ -56,20 +56,6 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def first_layer(model: nn.Module) -> nn.Module:
-    """A zoo model cut, in place, to the first of its layers (the one ``nn.ModuleList`` of
-    ``transformers_zoo.SMALL["layers"]`` blocks)."""
-    cut = []
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if isinstance(child, nn.ModuleList) and len(child) == transformers_zoo.SMALL["layers"]:
-                setattr(module, name, child[:1])
-                cut.append(f"{type(module).__name__}.{name}")
-    if len(cut) != 1:
-        raise ValueError(f"first_layer: expected one list of layers, found {cut or 'none'}")
-    return model
-
-
 def _golden(path: Path, inputs: tuple[torch.Tensor, ...], eager: list[torch.Tensor]) -> None:
     torch.save({"input": inputs, "output": eager}, path.with_suffix(".golden.pt"))
 
@@ -100,7 +86,7 @@ class _GptAndBert(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.models = nn.ModuleList(
-            first_layer(transformers_zoo.build(name)[0]) for name in ZOO_X86
+            transformers_zoo.first_layer(transformers_zoo.build(name)[0]) for name in ZOO_X86
         )
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -224,7 +210,7 @@ def zoo_programs(folder: Path) -> dict[str, Program]:
     programs = {}
     for name in transformers_zoo.MODELS:
         model, inputs = transformers_zoo.build(name)
-        model, batch = first_layer(model), inputs(transformers_zoo.HELD_OUT)
+        model, batch = transformers_zoo.first_layer(model), inputs(transformers_zoo.HELD_OUT)
         quantizer = qcore.get_quantizer("xnnpack", is_per_channel=True)
         prepared = prepare_pt2e(qcore.export(copy.deepcopy(model), inputs(0)), quantizer)
         with torch.no_grad():

@@ -26,7 +26,12 @@ from qcore.patterns.text import op_name
 #: torch's reference quantized modules subclass them, and are told apart by their module).
 WEIGHTED_MODULES: tuple[type[nn.Module], ...] = (
     nn.Linear,
-    nn.modules.conv._ConvNd,
+    nn.Conv1d,
+    nn.Conv2d,
+    nn.Conv3d,
+    nn.ConvTranspose1d,
+    nn.ConvTranspose2d,
+    nn.ConvTranspose3d,
     nn.Embedding,
     nn.EmbeddingBag,
     nn.RNNBase,

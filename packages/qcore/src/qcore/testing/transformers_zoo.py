@@ -207,3 +207,17 @@ def quantize(
         for seed in range(1, calibration + 1):
             prepared(*inputs(seed))
     return convert_pt2e(prepared), model, inputs(HELD_OUT)
+
+
+def first_layer(model: nn.Module) -> nn.Module:
+    """A zoo model cut, in place, to the first of its layers (its one ``nn.ModuleList`` of
+    ``SMALL["layers"]`` blocks): the next layers repeat the first's ops and kernels."""
+    cut = []
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.ModuleList) and len(child) == SMALL["layers"]:
+                setattr(module, name, child[:1])
+                cut.append(f"{type(module).__name__}.{name}")
+    if len(cut) != 1:
+        raise ValueError(f"first_layer: expected one list of layers, found {cut or 'none'}")
+    return model
