@@ -12,6 +12,7 @@ what the derived annotators decided (``qcore.testing.derived``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -28,10 +29,11 @@ import qcore
 import qcore.fx
 from qcore.annotation.report import NOT_DERIVED
 from qcore.derived.names import derived_rows
-from qcore.int8.host import targeting
+from qcore.int8.host import Int8Host, targeting
+from qcore.int8.host import target as int8_target
 from qcore.metrics import sqnr
 from qcore.testing.architectures import ResNet50, ShuffleNetV2, Swin, ViT, architecture
-from qcore.testing.derived import quantized_kinds, run_derived, run_fx
+from qcore.testing.derived import FlowResult, quantized_kinds, run_derived, run_fx
 from qcore.testing.models import (
     ModelCase,
     all_cases,
@@ -220,10 +222,23 @@ def test_functional_convs_match_fx_on_both_targets(name: str, backend: str, targ
         _assert_derived_matches_fx(BOTH_TARGETS[name], backend)
 
 
+#: (model, backend, int8 target) -> (run_fx, run_derived) results: the tests that compare
+#: the same two runs (a model in several tables, a target that is the host's) share them;
+#: none changes them.
+_RUNS: dict[tuple[str, str, Int8Host], tuple[FlowResult, FlowResult]] = {}
+
+
+def _runs(model_case: ModelCase, backend: str) -> tuple[FlowResult, FlowResult]:
+    """``run_fx`` and ``run_derived`` on ``model_case``, on the current int8 target, once."""
+    key = (model_case.name, backend, dataclasses.replace(int8_target(), source=""))
+    if key not in _RUNS:
+        _RUNS[key] = (run_fx(model_case, backend), run_derived(model_case, backend))
+    return _RUNS[key]
+
+
 def _assert_derived_matches_fx(model_case: ModelCase, backend: str) -> None:
     name = model_case.name
-    fx = run_fx(model_case, backend)
-    derived = run_derived(model_case, backend)
+    fx, derived = _runs(model_case, backend)
     if (name, backend) in EXACT_UNDER_PT2E_ROUNDING:
         reference = _with_pt2e_rounding(fx.converted)
         with torch.no_grad():
@@ -291,9 +306,9 @@ def test_derived_executorch_observes_as_fx_does(name: str) -> None:
     the ``cat``'s observer alone. Zero points equal; scales to 1e-6 relative (the derived
     flow runs float 1-D convs as 2-D ones, whose kernels may round a range's last bit
     otherwise)."""
-    model_case = SHARING[name]
-    fx = _activation_qparams(run_fx(model_case, "executorch").converted)
-    derived = _activation_qparams(run_derived(model_case, "executorch").converted)
+    fx_run, derived_run = _runs(SHARING[name], "executorch")
+    fx = _activation_qparams(fx_run.converted)
+    derived = _activation_qparams(derived_run.converted)
     assert [z for _, z in derived] == [z for _, z in fx], (fx, derived)
     scales = zip([d for d, _ in derived], [f for f, _ in fx], strict=True)
     assert all(math.isclose(d, f, rel_tol=1e-6) for d, f in scales), (fx, derived)

@@ -2,7 +2,8 @@
 calibrates (or trains) on its own shard, with deliberately different input ranges.
 
 See distributed_flows.py for what each rank runs; the single-process reference over both
-shards is computed by each rank itself.
+shards is computed inside the world, by one rank, and every rank's synced model is
+compared with it.
 """
 
 from __future__ import annotations
@@ -58,23 +59,31 @@ def test_synced_ranks_convert_to_identical_models(
     assert zero["synced_output"] == one["synced_output"]
 
 
+def _union(ptq: list[dict[str, Any]], case: tuple[str, str, str], observers: str) -> Any:
+    """The one-process result over every shard (one rank computes it, UNION_RANK)."""
+    results = [rank["|".join(case)][observers] for rank in ptq]
+    (union,) = [result for result in results if "union_digest" in result]
+    return union
+
+
 @pytest.mark.parametrize("case", PTQ_CASES, ids=CASE_IDS)
 def test_min_max_equals_one_process_over_the_union_exactly(
     ptq: list[dict[str, Any]], case: tuple[str, str, str]
 ) -> None:
+    union = _union(ptq, case, "min_max")
     for rank in ptq:
         result = rank["|".join(case)]["min_max"]
-        assert result["synced_output"] == result["union_output"]
-        assert result["synced_digest"] == result["union_digest"]
+        assert result["synced_output"] == union["union_output"]
+        assert result["synced_digest"] == union["union_digest"]
 
 
 @pytest.mark.parametrize("case", PTQ_CASES, ids=CASE_IDS)
 def test_histograms_match_one_process_over_the_union(
     ptq: list[dict[str, Any]], case: tuple[str, str, str]
 ) -> None:
+    union = torch.tensor(_union(ptq, case, "histogram")["union_output"])
     for rank in ptq:
         result = rank["|".join(case)]["histogram"]
-        union = torch.tensor(result["union_output"])
         assert sqnr(union, torch.tensor(result["synced_output"])) >= 35
 
 

@@ -11,6 +11,8 @@ rules the module documents.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +35,7 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
 from qcore.annotation.claims import computing
 from qcore.annotation.common_annotators import propagate_shared_qparams
 from qcore.annotation.quantizer import RegistryQuantizer
+from qcore.annotation.registry import Annotator
 from qcore.annotation.transforms import addmm_to_linear, scalars_to_attrs
 from qcore.testing.pt2e import (
     annotate,
@@ -394,6 +397,50 @@ class Addmm(nn.Module):
         )
 
 
+class OptInPool(Common):
+    """``"common"`` with its max-pool annotator opt-in (as XNNPACK registers its own)."""
+
+    def annotators(self) -> list[Annotator]:
+        return [
+            dataclasses.replace(a, opt_in=True) if a.name == "max_pool2d" else a
+            for a in super().annotators()
+        ]
+
+
+class ConvPool(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(self.conv(x), 2) + 1.0
+
+
+def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() -> None:
+    """An operator config only an opt-in annotator handles names the annotator and the
+    call that enables it; one whose operator no annotator of the config's kind handles
+    says so; enabled, the opt-in one runs."""
+    pool, add = aten.max_pool2d.default, aten.add.Tensor
+    graph = exported(ConvPool().eval(), (torch.randn(1, 2, 4, 4),))
+    waiting = OptInPool().set_global(_config()).set_operator_type(pool, _config())
+    with pytest.raises(ValueError) as raised:
+        waiting.annotate(copy.deepcopy(graph))
+    assert str(raised.value) == (
+        f"OptInPool.set_operator_type({pool}, ...): only opt-in annotators handle it "
+        "(max_pool2d), and this quantizer runs them once enabled by name: "
+        ".enable('max_pool2d')"
+    )
+    dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    with pytest.raises(ValueError) as raised:
+        OptInPool().set_operator_type(add, dynamic).annotate(copy.deepcopy(graph))
+    assert str(raised.value) == (
+        f"OptInPool.set_operator_type({add}, ...): no annotator of 'common' handles it "
+        "with a dynamic config"
+    )
+    enabled = annotate(waiting.enable("max_pool2d"), copy.deepcopy(graph))
+    assert quantizing(enabled)["max_pool2d"]["output"] == "shared(conv2d)"
+
+
 def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
     model, example = Addmm().eval(), (torch.randn(3, 8), torch.randn(8, 4))
     gm = addmm_to_linear(exported(model, example))
@@ -407,6 +454,18 @@ def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
     with torch.no_grad():
         for got, expected in zip(gm(*example), model(*example), strict=True):
             torch.testing.assert_close(got, expected)
+
+
+def test_the_linear_an_addmm_becomes_keeps_the_calls_it_was_made_in() -> None:
+    """Its ``source_fn_stack`` is the addmm's with the innermost call now ``F.linear``:
+    the outer calls (the layers it was written in) stay as they were."""
+    gm = exported(Addmm().eval(), (torch.randn(3, 8), torch.randn(8, 4)))
+    addmm = next(n for n in gm.graph.nodes if n.target == aten.addmm.default)
+    outer = [("block", nn.Sequential), ("layer", nn.Linear)]
+    addmm.meta["source_fn_stack"] = [*outer, (addmm.name, torch.addmm)]
+    gm = addmm_to_linear(gm)
+    linear = next(n for n in gm.graph.nodes if n.target == aten.linear.default)
+    assert linear.meta["source_fn_stack"] == [*outer, (linear.name, F.linear)]
 
 
 def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:

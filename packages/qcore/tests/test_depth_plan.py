@@ -189,3 +189,18 @@ def test_no_step_is_taken_between_options_of_equal_multiply_adds() -> None:
     assert abs(chain[1].noise) <= 1e-20
     # the oracle agrees: its hull, too, reaches the cost of 10 in one step
     assert [p[0] for p in _lower_left_hull([(o.macs, o.noise) for o in options])] == [0, 10]
+
+
+def test_a_groups_second_doubling_costs_only_its_own_multiply_adds() -> None:
+    """Two layers on one input, each doubled in turn along the group's curve: the budget
+    (25 % of 800 = 200) pays for both, 100 each; the second step adds 100 to what the
+    first spent, not the 200 its option holds in all."""
+    layers = [
+        _layer("first", "a", 100, 1.0),
+        _layer("second", "a", 100, 0.5),
+        LayerPrice("rest", "b", 600, False, 0.0, 1e9),
+    ]
+    plan = choose(layers, set(), 0.25)
+    assert plan.doubled == {"first", "second"}
+    assert plan.doubled_macs == 200 == 0.25 * plan.total_macs
+    assert plan.added_noise == 0.0 == _best(layers, set(), 0.25)

@@ -381,11 +381,13 @@ def test_a_functional_layer_takes_its_chosen_range(backends: None, layer: str) -
     torch.testing.assert_close(scale.double(), weight.reshape(8, -1).abs().amax(1).double() / 127.5)
 
 
-def test_only_sequences_of_ints_describe_a_conv_argument() -> None:
-    from qcore.int8.fx_ranges import _ints
+def test_only_ints_describe_a_conv_argument() -> None:
+    """One int per spatial dim: a single int repeated (as torch does), a sequence of ints
+    as written; anything else (a traced value, a float, a string) describes nothing."""
+    from qcore.int8.fx_ranges import _per_dim
 
-    assert _ints((1, 2)) and _ints([3])
-    assert not any(_ints(v) for v in (1, None, "same", (1, 2.0)))
+    assert _per_dim((1, 2), 2) == (1, 2) and _per_dim([3], 1) == (3,) and _per_dim(2, 3) == (2, 2, 2)
+    assert all(_per_dim(v, 2) is None for v in (None, "same", (1, 2.0), 1.0))
 
 
 class InputWeight(nn.Module):

@@ -100,3 +100,47 @@ def test_torchs_own_prepare_gives_each_call_the_geometry_it_was_written_with() -
         (calls[1], "valid", Geometry("conv", (2, 1), "valid", (1, 2), 1)),
         (calls[2], "fc", Geometry("linear")),
     ]
+
+
+class KeywordCalls(nn.Module):
+    """Functional calls with their geometry in keywords, or left to torch's defaults, a
+    single int standing for every spatial dim: ``F.conv2d(x, w, padding=1)`` and the like."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pad = nn.Parameter(torch.full((4, 4, 3, 3), 0.1))
+        self.strided = nn.Parameter(torch.full((4, 4, 3, 3), 0.1))
+        self.plain = nn.Parameter(torch.full((4, 4, 3), 0.1))
+        self.fc = nn.Parameter(torch.full((6, 16), 0.1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.conv2d(x, self.pad, padding=1)
+        y = F.conv2d(y, self.strided, None, stride=2, dilation=(1, 2), groups=1)
+        y = F.conv1d(y.flatten(2), self.plain)
+        return F.linear(y.flatten(1)[:, :16], self.fc, bias=None)
+
+
+def test_torchs_own_prepare_reads_keyword_and_default_geometry_arguments() -> None:
+    """A graph of torch's ``prepare_fx`` keeps keywords as written: each conv's geometry is
+    its keywords', torch's defaults where omitted, and an int repeated per spatial dim."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.backend_config import get_onednn_backend_config
+    from torch.ao.quantization.quantize_fx import prepare_fx
+
+    from qcore.int8.saturation import Geometry
+    from qcore.int8.weight_ranges import fit_qconfig_mapping
+
+    x = torch.rand(2, 4, 8, 8, generator=torch.Generator().manual_seed(3))
+    with host.targeting("avx2"), quantized_engine("onednn"):
+        mapping = fit_qconfig_mapping(get_default_qconfig_mapping("onednn"))
+        prepared = prepare_fx(KeywordCalls().eval(), mapping, (x,), backend_config=get_onednn_backend_config())
+    calls = [n for n in prepared.graph.nodes if n.target in (F.conv2d, F.conv1d, F.linear)]
+    assert [sorted(n.kwargs) for n in calls] == [["padding"], ["dilation", "groups", "stride"], [], ["bias"]]
+    params = {id(p): name for name, p in prepared.named_parameters()}
+    found = [(layer.node, params.get(id(layer.weight)), layer.geometry) for layer in weighted_layers(prepared)]
+    assert found == [
+        (calls[0], "pad", Geometry("conv", (1, 1), (1, 1), (1, 1), 1)),
+        (calls[1], "strided", Geometry("conv", (2, 2), (0, 0), (1, 2), 1)),
+        (calls[2], "plain", Geometry("conv", (1,), (0,), (1,), 1)),
+        (calls[3], "fc", Geometry("linear")),
+    ]

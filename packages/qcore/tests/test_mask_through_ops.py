@@ -88,3 +88,22 @@ def test_a_mask_built_by_masked_fill_holds_its_fill_value() -> None:
     assert aten.masked_fill.Scalar in {n.target for n in gm.graph.nodes}
     (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
     assert additive_mask_value(add.args[1], gm) == MIN
+
+
+class NestedFills(nn.Module):
+    """The fill value sits in the inner of several nested ``where``s, each reading the
+    previous one twice (a diamond: a walk that revisits would take 2^depth steps)."""
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        keep = mask.bool()
+        additive = torch.where(keep, torch.zeros(()), MIN)
+        for _ in range(30):
+            additive = torch.where(keep, additive, additive)
+        return x + additive
+
+
+def test_a_fill_nested_in_fills_many_levels_deep_is_found_once() -> None:
+    gm = exported(NestedFills(), (torch.randn(6, 6), torch.ones(6, 6).long()))
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
+    assert sum(str(n.target).startswith("aten.where") for n in gm.graph.nodes) == 31
+    assert additive_mask_value(add.args[1], gm) == MIN

@@ -107,14 +107,35 @@ def test_the_plot_is_a_png_with_a_series_per_flow(
             assert math.isclose(value, flow["layer_sqnr_db"][stage]), (flow["flow"], stage)
 
 
-def test_a_second_run_uses_the_cached_model(
+def test_a_second_run_uses_the_cached_model_and_runs_only_the_flows_asked_for(
     first_run: tuple[Path, str, dict[str, Any]],
 ) -> None:
-    tmp, output, _ = first_run
+    """The second run loads the model the first trained, and ``--only onednn`` runs that
+    backend's flow alone: one row in each of the two tables."""
+    tmp, output, data = first_run
     assert "trained in" in output
-    again = _demo(tmp)
+    again = _demo(tmp, "--only", "onednn")
     assert again.returncode == 0, again.stdout[-3000:]
     assert "loaded from cache" in again.stdout
+    assert "Quantizing with 1 installed flow(s)" in again.stdout
+    rows = [
+        flow["flow"]
+        for line in again.stdout.splitlines()
+        for flow in data["flows"]
+        if line.startswith(flow["flow"] + " ")
+    ]
+    assert rows == ["FX onednn", "FX onednn"], again.stdout
+
+
+def test_only_refuses_a_plugin_without_a_flow_before_any_work(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from qcore.cli import main
+
+    assert main(["demo", "--only", "onednn", "--only", "nosuch"]) == 2
+    error, hint = capsys.readouterr().err.splitlines()
+    assert error == "qcore: error: --only nosuch: no installed flow uses a plugin of that name"
+    assert hint.startswith("hint: the plugins with a flow here: ") and "onednn" in hint
 
 
 def test_every_chart_format_the_command_accepts_is_one_matplotlib_writes(tmp_path: Path) -> None:

@@ -21,10 +21,12 @@ class Probes:
     """The fresh interpreters of ``probe_modes.py``, one per lowering mode (two modes that
     set up the same passes share one: ``lowering_zoo.probe_interpreter``), each running the
     parts of its modes that the collected tests name (``PROBED = ((mode, part), ...)`` at
-    module level). All of them start at the first request, two at a time (two side by
-    side, as two lowerings' sides always ran): the standalone one first, as it compiles the
-    most, then the others in the order the tests first read them; each test waits for the
-    mode it reads."""
+    module level). They start at the first request and run one after the other, in the
+    background of the test session: the standalone one first, then the others in the order
+    the tests first read them; each test waits for the mode it reads. One at a time, as
+    the two sides compile many of the same kernels: the second finds them in the run's
+    Inductor cache (``TORCHINDUCTOR_CACHE_DIR``, which tox sets per env) instead of
+    compiling them again next to the first."""
 
     def __init__(self, wanted: dict[str, list[str]]) -> None:
         self.wanted = wanted
@@ -34,7 +36,7 @@ class Probes:
     def _start(self) -> None:
         import lowering_zoo as zoo
 
-        self._pool = ThreadPoolExecutor(2)
+        self._pool = ThreadPoolExecutor(1)
         interpreters: dict[str, list[str]] = {}
         for mode in sorted(self.wanted, key=lambda mode: mode != "standalone"):
             interpreters.setdefault(zoo.probe_interpreter(mode), []).extend(

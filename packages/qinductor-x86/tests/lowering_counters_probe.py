@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qcore._torch_private import reused_pattern_graphs
 from qcore.metrics import sqnr
 from qinductor_x86.quantizer import (
     X86InductorQuantizer,
@@ -200,11 +201,14 @@ def quantize(model: nn.Module, inputs: tuple[torch.Tensor, ...], config: str) ->
 
     if config != "qat":
         return zoo.quantize(model, inputs, _quantizer(config))
-    exported = torch.export.export(model.train(), inputs).module()
-    prepared = prepare_qat_pt2e(exported, _quantizer(config))
-    prepared(*inputs)
-    move_exported_model_to_eval(prepared)
-    return convert_pt2e(prepared)
+    # torchao's conv-bn rewrites export their patterns for every conv function; only the
+    # conv2d ones can match here (as in every test session: the root conftest.py)
+    with reused_pattern_graphs():
+        exported = torch.export.export(model.train(), inputs).module()
+        prepared = prepare_qat_pt2e(exported, _quantizer(config))
+        prepared(*inputs)
+        move_exported_model_to_eval(prepared)
+        return convert_pt2e(prepared)
 
 
 def torchs_lift_ups(converted: torch.fx.GraphModule) -> int:

@@ -28,16 +28,19 @@ LINEAR, CONV2D = frozenset({"linear"}), frozenset({"conv2d"})
 #: The new rows, each as one row of postop_table.py and nothing else.
 NEW_ROWS = {
     # nn.Tanh after nn.Linear, fused into oneDNN's int8 linear as "tanh"
-    "tanh": table.PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), after=LINEAR, kernels=LINEAR),
+    "tanh": table.PostOp(
+        "tanh", fn=torch.tanh, attr="tanh", sources=(nn.Tanh,), after=LINEAR, kernels=LINEAR
+    ),
     # a scalar argument: naming it is all the lowering's patterns need to capture it
     "leaky_relu": table.PostOp(
-        "leaky_relu", F.leaky_relu, "leaky_relu", (nn.LeakyReLU,), after=LINEAR, kernels=LINEAR,
-        scalars=("negative_slope",),
+        "leaky_relu", fn=F.leaky_relu, attr="leaky_relu", sources=(nn.LeakyReLU,), after=LINEAR,
+        kernels=LINEAR, scalars=("negative_slope",),
     ),
     # clamp-like: its bounds are two of its scalars
     "hardtanh": table.PostOp(
-        "hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), after=CONV2D,
-        kernels=CONV2D | LINEAR, scalars=("min_value", "max_value"), clamps=("min_value", "max_value"),
+        "hardtanh", fn=F.hardtanh, attr="hardtanh", sources=(nn.Hardtanh, F.hardtanh, F.hardtanh_),
+        after=CONV2D, kernels=CONV2D | LINEAR, scalars=("min_value", "max_value"),
+        clamps=("min_value", "max_value"),
     ),
 }
 

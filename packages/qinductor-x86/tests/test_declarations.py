@@ -116,3 +116,38 @@ def test_the_counter_check_sees_a_key_string(tmp_path: Path) -> None:
         "handler.py:2: 'quant_lift_up_count'",
         "handler.py:2: private.count",
     ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"fn": torch.tanh, "attr": "tanh", "kernels": frozenset({"conv4d"})},
+         "kernels names ['conv4d'], not among ['conv1d', 'conv2d', 'conv3d', 'linear']"),
+        ({"fn": torch.tanh, "attr": "tanh", "after": frozenset({"lstm"}), "sources": (torch.nn.Tanh,)},
+         "after names ['lstm']"),
+        ({"fn": torch.tanh}, "fn given without the oneDNN attr the lowering fuses it as"),
+        ({"fn": None, "attr": "tanh"}, "attr 'tanh' given without the fn the lowering traces"),
+        ({"fn": torch.tanh, "attr": "tanh", "after": frozenset({"linear"})},
+         "after given without the sources the quantizer recognises it by"),
+        ({"fn": torch.clamp, "attr": "hardtanh", "scalars": ("min",), "clamps": ("min", "max")},
+         "clamps name ['max'], which scalars ['min'] lack"),
+        ({"fn": torch.tanh, "attr": "tanh", "after": frozenset({"linear"}), "sources": (torch.tanh,)},
+         "sources hold no module class, which its example model is built from"),
+    ],
+    ids=["kernel", "after", "attr", "fn", "sources", "clamps", "module"],
+)
+def test_a_post_op_rows_mistake_is_named_with_the_row(fields: dict[str, Any], says: str) -> None:
+    """Caught when the row is written (the table is built at import), naming the row."""
+    from qinductor_x86.postop_table import PostOp
+
+    with pytest.raises(ValueError, match=r"^post-op row 'mine': .*") as raised:
+        PostOp("mine", **fields)
+    assert says in str(raised.value)
+
+
+def test_a_post_op_rows_values_are_keywords() -> None:
+    """A row reads as what each value is: only its name goes by position."""
+    from qinductor_x86.postop_table import PostOp
+
+    with pytest.raises(TypeError):
+        PostOp("mine", torch.tanh, "tanh")  # type: ignore[misc]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,7 @@ class PostOp:
     output quant range then merges with it into one oneDNN hardtanh."""
 
     name: str
+    _: KW_ONLY  # a row reads as what each of its values is
     fn: Callable[..., torch.Tensor] | None
     attr: str = ""
     sources: tuple[Any, ...] = ()
@@ -48,6 +49,29 @@ class PostOp:
     algorithm: str = ""
     after_add: bool = False
     clamps: tuple[float | str, float | str] | None = None
+
+    def __post_init__(self) -> None:
+        """A row's mistakes, named with the row, when the table is built (not at the
+        first model that reaches it)."""
+        problems = []
+        for field in ("after", "kernels"):
+            unknown = sorted(set(getattr(self, field)) - KERNELS)
+            if unknown:
+                problems.append(f"{field} names {unknown}, not among {sorted(KERNELS)}")
+        if self.fn is not None and not self.attr:
+            problems.append("fn given without the oneDNN attr the lowering fuses it as")
+        if self.fn is None and self.attr:
+            problems.append(f"attr {self.attr!r} given without the fn the lowering traces")
+        if self.after and not self.sources:
+            problems.append("after given without the sources the quantizer recognises it by")
+        if self.sources and not any(isinstance(s, type) for s in self.sources):
+            problems.append("sources hold no module class, which its example model is built from")
+        named = [b for b in self.clamps or () if isinstance(b, str)]
+        missing = [b for b in named if b not in self.scalars]
+        if missing:
+            problems.append(f"clamps name {missing}, which scalars {list(self.scalars)} lack")
+        if problems:
+            raise ValueError(f"post-op row {self.name!r}: " + "; ".join(problems))
 
     def bounds(self, values: Sequence[float]) -> tuple[float, float]:
         """The clamp's bounds, given the values of :attr:`scalars`."""
@@ -80,21 +104,28 @@ _CONV2D, _LINEAR = frozenset({"conv2d"}), frozenset({"linear"})
 _CONV2D_LINEAR = _CONV2D | _LINEAR
 
 POST_OPS: tuple[PostOp, ...] = (
-    PostOp("relu", torch.relu, "relu", (nn.ReLU, F.relu, F.relu_),
-           frozenset({"conv2d", "conv1d", "linear"}), KERNELS - {"conv3d"}, after_add=True,
-           clamps=(0.0, math.inf)),
-    PostOp("hardtanh", F.hardtanh, "hardtanh", (nn.Hardtanh, F.hardtanh, F.hardtanh_), _CONV2D,
-           _CONV2D_LINEAR, scalars=("min_value", "max_value"), clamps=("min_value", "max_value")),
-    PostOp("hardswish", F.hardswish, "hardswish", (nn.Hardswish,), _CONV2D, _CONV2D_LINEAR),
-    PostOp("relu6", None, sources=(nn.ReLU6,), after=_CONV2D),
-    PostOp("silu", F.silu, "swish", (nn.SiLU,), _CONV2D, _CONV2D_LINEAR),
-    PostOp("leaky_relu", F.leaky_relu, "leaky_relu", (nn.LeakyReLU,), _LINEAR, _LINEAR,
-           scalars=("negative_slope",)),
-    PostOp("tanh", torch.tanh, "tanh", (nn.Tanh,), _LINEAR, _LINEAR),
-    PostOp("gelu", F.gelu, "gelu", (nn.GELU,), _LINEAR, _LINEAR, algorithm="none"),
+    PostOp("relu", fn=torch.relu, attr="relu", sources=(nn.ReLU, F.relu, F.relu_),
+           after=frozenset({"conv2d", "conv1d", "linear"}), kernels=KERNELS - {"conv3d"},
+           after_add=True, clamps=(0.0, math.inf)),
+    PostOp("hardtanh", fn=F.hardtanh, attr="hardtanh",
+           sources=(nn.Hardtanh, F.hardtanh, F.hardtanh_), after=_CONV2D,
+           kernels=_CONV2D_LINEAR, scalars=("min_value", "max_value"),
+           clamps=("min_value", "max_value")),
+    PostOp("hardswish", fn=F.hardswish, attr="hardswish", sources=(nn.Hardswish,),
+           after=_CONV2D, kernels=_CONV2D_LINEAR),
+    # the lowering reaches it through the hardtanh row (ReLU6 is a hardtanh)
+    PostOp("relu6", fn=None, sources=(nn.ReLU6,), after=_CONV2D),
+    PostOp("silu", fn=F.silu, attr="swish", sources=(nn.SiLU,), after=_CONV2D,
+           kernels=_CONV2D_LINEAR),
+    PostOp("leaky_relu", fn=F.leaky_relu, attr="leaky_relu", sources=(nn.LeakyReLU,),
+           after=_LINEAR, kernels=_LINEAR, scalars=("negative_slope",)),
+    PostOp("tanh", fn=torch.tanh, attr="tanh", sources=(nn.Tanh,), after=_LINEAR,
+           kernels=_LINEAR),
+    PostOp("gelu", fn=F.gelu, attr="gelu", sources=(nn.GELU,), after=_LINEAR,
+           kernels=_LINEAR, algorithm="none"),
     # nn.GELU's other form: the quantizer's gelu row already claims every nn.GELU
-    PostOp("gelu(tanh)", partial(F.gelu, approximate="tanh"), "gelu", kernels=_LINEAR,
-           algorithm="tanh"),
+    PostOp("gelu(tanh)", fn=partial(F.gelu, approximate="tanh"), attr="gelu",
+           kernels=_LINEAR, algorithm="tanh"),
 )
 
 ADD = BinaryPostOp(

@@ -186,17 +186,24 @@ def _evaluate_constant(node: Node, gm: GraphModule) -> torch.Tensor | None:
     return out if isinstance(out, torch.Tensor) else None
 
 
-def _built_from_huge_constant(node: Node, gm: GraphModule, depth: int = 8) -> float | None:
-    if depth == 0 or not isinstance(node, Node):
-        return None
-    if is_op(node, _SAME_VALUES):
-        return _built_from_huge_constant(node.args[0], gm, depth - 1)  # type: ignore[arg-type]
-    if not is_op(node, _CONSTANT_FILLS):
-        return None
-    for arg in [*node.args, *node.kwargs.values()]:
-        huge = _large_scalar(arg, gm)
-        if huge is None and is_op(arg, _CONSTANT_FILLS | _SAME_VALUES):
-            huge = _built_from_huge_constant(arg, gm, depth - 1)  # type: ignore[arg-type]
-        if huge is not None:
-            return huge
+def _built_from_huge_constant(node: Node, gm: GraphModule) -> float | None:
+    """The large scalar that ``node`` is filled with, looking back through constant fills
+    and ops that only move values, however many (a walk, not a recursion: a long chain of
+    views must not hit Python's recursion limit), or None."""
+    pending: list[tuple[object, bool]] = [(node, False)]  # (value, an argument of a fill)
+    seen: set[Node] = set()
+    while pending:
+        value, filled_from = pending.pop()
+        if filled_from:
+            huge = _large_scalar(value, gm)
+            if huge is not None:
+                return huge
+        if not isinstance(value, Node) or value in seen:
+            continue
+        seen.add(value)
+        if is_op(value, _SAME_VALUES):
+            pending.append((value.args[0], False))
+        elif is_op(value, _CONSTANT_FILLS):
+            # reversed: the first argument is looked at first, as the fill reads them
+            pending.extend((arg, True) for arg in reversed([*value.args, *value.kwargs.values()]))
     return None

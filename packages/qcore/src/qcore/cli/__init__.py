@@ -288,8 +288,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     plotting = (PLOT_MODULE,) if args.plot is not None else ()
     require_extra("qcore demo", DEMO_EXTRA, [*DEMO_MODULES, *plotting])
     from qcore.demo import run_demo
+    from qcore.demo.flows import discover_flows
 
-    return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain)
+    only: list[str] = args.only or []
+    if only:  # a mistyped name fails now, not after the model trained
+        names = sorted({flow.plugin for flow in discover_flows()})
+        unknown = [name for name in only if name not in names]
+        if unknown:
+            raise CommandError(
+                f"--only {unknown[0]}: no installed flow uses a plugin of that name",
+                f"the plugins with a flow here: {', '.join(names) or 'none'}",
+            )
+    return run_demo(plot=args.plot, json_path=args.json, retrain=args.retrain, only=only)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -333,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", type=Path, metavar="FILE", help="the table as JSON")
     demo.add_argument("--retrain", action="store_true", help="ignore the cached model")
+    demo.add_argument(
+        "--only",
+        action="append",
+        metavar="PLUGIN",
+        help="run only the flows of this backend or quantizer plugin (repeatable)",
+    )
     demo.set_defaults(func=_cmd_demo)
     for command in sub.choices.values():  # `qcore show x --debug` works too
         command.add_argument(

@@ -122,7 +122,8 @@ def _pt2e_flow(
 
         quantizer = qcore.get_quantizer(name)
         exported = _export(model, batches[0])
-        not_quantized = qcore.explain_not_quantized(_export(model, batches[0]), quantizer)
+        # annotated on a copy (exporting again would cost as much as the first export)
+        not_quantized = qcore.explain_not_quantized(exported, quantizer)
         prepared = prepare_pt2e(exported, quantizer)
         _calibrate(prepared, batches)
         converted = convert_pt2e(prepared)

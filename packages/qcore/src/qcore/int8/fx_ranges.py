@@ -109,10 +109,23 @@ _FUNCTIONAL_CONVS = frozenset(
 )
 
 
+#: A functional conv's parameters, in order, and the defaults of those a call may omit:
+#: torch's ``prepare_fx`` records a call as written, keywords included.
+_CONV_PARAMETERS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+_CONV_DEFAULTS: dict[str, object] = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+
+
+def _argument(node: Node, name: str) -> object:
+    index = _CONV_PARAMETERS.index(name)
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs.get(name, _CONV_DEFAULTS.get(name))
+
+
 def _functional_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | None:
     if node.target is not torch.nn.functional.linear and node.target not in _FUNCTIONAL_CONVS:
         return None
-    observer_node = node.args[1] if len(node.args) > 1 else None
+    observer_node = _argument(node, "weight")
     if not (isinstance(observer_node, Node) and observer_node.op == "call_module"):
         return None
     if not isinstance(gm.get_submodule(str(observer_node.target)), TargetWeightObserver):
@@ -125,21 +138,23 @@ def _functional_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | 
         return None
     if node.target is torch.nn.functional.linear:
         return weight, Geometry.linear()
-    stride, padding, dilation, groups = node.args[3:7]
-    if not (_ints(stride) and _ints(dilation) and isinstance(groups, int)):
+    spatial = weight.dim() - 2
+    stride, dilation = (_per_dim(_argument(node, n), spatial) for n in ("stride", "dilation"))
+    written, groups = _argument(node, "padding"), _argument(node, "groups")
+    padding = written if written in ("same", "valid") else _per_dim(written, spatial)
+    if stride is None or dilation is None or padding is None or not isinstance(groups, int):
         return None
-    if not (_ints(padding) or padding in ("same", "valid")):
-        return None
-    return weight, Geometry.conv(
-        tuple(stride),  # type: ignore[arg-type]
-        padding if isinstance(padding, str) else tuple(padding),  # type: ignore[arg-type]
-        tuple(dilation),  # type: ignore[arg-type]
-        groups,
-    )
+    return weight, Geometry.conv(stride, padding, dilation, groups)
 
 
-def _ints(value: object) -> bool:
-    return isinstance(value, tuple | list) and all(isinstance(v, int) for v in value)
+def _per_dim(value: object, dims: int) -> tuple[int, ...] | None:
+    """A conv argument as one int per spatial dim (torch repeats a single int), or None
+    when it is not made of ints (a value traced from the input)."""
+    if isinstance(value, int):
+        return (value,) * dims
+    if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return None
 
 
 def _is_param(gm: GraphModule, attr: Node) -> bool:

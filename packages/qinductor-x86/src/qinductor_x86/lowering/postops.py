@@ -41,7 +41,7 @@ INT8_RANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
 
 #: No post-op: the output quantize alone fuses into the kernel (a clamp to nothing, so a
 #: narrower output range folds into it as a hardtanh).
-NONE = PostOp("none", lambda x: x, "none", clamps=(-math.inf, math.inf))
+NONE = PostOp("none", fn=lambda x: x, attr="none", clamps=(-math.inf, math.inf))
 #: The unary post-ops the kernels fuse, from the table (rows lowered through another have
 #: no PyTorch of their own).
 UNARY = (NONE, *(p for p in POST_OPS if p.fn is not None))

@@ -72,20 +72,22 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def _example(form: Form, dtype: torch.dtype, bias: bool, dynamic: bool) -> list[Any]:
-    x = torch.randint(0, 255, form.x_shape, dtype=torch.uint8)
+    # Tracing records ops, dtypes and (wildcard) sizes, never the values: zeros serve, and
+    # leave no literal whose change could not change a pattern.
+    x = torch.zeros(form.x_shape, dtype=torch.uint8)
     if form.transposed_input:
         x = x.transpose(0, 1)
     out = form.w_shape[0]
     examples: list[Any] = [
         x,
-        torch.randint(-128, 127, form.w_shape, dtype=torch.int8),
-        torch.rand(out),
+        torch.zeros(form.w_shape, dtype=torch.int8),
+        torch.ones(out),
         torch.zeros(out, dtype=torch.int64),
     ]
     if bias:
-        examples.append(torch.rand(out, dtype=dtype))
+        examples.append(torch.zeros(out, dtype=dtype))
     if dynamic:
-        examples += [torch.tensor(0.05), torch.tensor(3)]
+        examples += [torch.ones(()), torch.zeros((), dtype=torch.int64)]
     return examples
 
 

@@ -1,0 +1,123 @@
+"""When post-op fusion may write into a residual's buffer, which residuals of another dtype
+it fuses, and the clamp a narrow output range adds: each on one traced graph lowered
+without Inductor (``graph_lowering``), against the same graph run eagerly.
+
+oneDNN's int8 conv adds a residual in place (its "sum" post-op): with an int8 output it
+sums into the residual's int8 codes, so it may only when nothing reads those codes after
+the add and they are a buffer the graph made for that (a quantize's or a kernel's output),
+not the caller's. Anything else must keep its codes: an output that reads them later and
+the caller's own input tensor come out as eager computes them.
+"""
+
+from __future__ import annotations
+
+import graph_lowering as gl
+import pytest
+import torch
+import torch.nn.functional as F
+from graph_lowering import Weight, dq, q
+
+from qcore.metrics import sqnr
+from qcore.testing.codes import compare_outputs
+from qinductor_x86.lowering import ops
+
+#: bf16 keeps 8 significant bits: each rounding errs by at most 2^-9 of the value. Eager
+#: rounds the dequantized operands and the linear's output to bf16, the kernel computes on
+#: the integer codes and rounds once: a few 2^-9 apart, 20 log10(2^9 / 3) = 44.6 dB.
+BF16_DB = 44.0
+
+CONV_IN = Weight.make(1, 8, 3, 3, 3)
+CONV = Weight.make(2, 8, 8, 3, 3)
+RESIDUAL = Weight.make(3, 8, 8, 1, 1)
+LATER = Weight.make(4, 8, 8, 1, 1)
+LINEAR = Weight.make(5, 16, 16)
+
+
+def _exact(lowered: gl.Lowered) -> None:
+    diffs = compare_outputs(lowered.eager, lowered.output)
+    assert diffs and all(d.exact for d in diffs), "; ".join(map(str, diffs))
+
+
+def _image(seed: int, channels: int = 3) -> torch.Tensor:
+    return torch.randn(2, channels, 6, 6, generator=torch.Generator().manual_seed(seed))
+
+
+def test_a_residual_whose_codes_are_read_after_the_add_keeps_them() -> None:
+    """A conv's int8 output is the residual of another conv's add (+ relu + quantize) and
+    is also read by a third conv after the add: the add must not sum into those codes
+    (the third conv would read the sum), so both outputs are eager's, code for code."""
+
+    def graph(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = q(F.relu(CONV_IN.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1)), 0.01, 0)
+        a = CONV.conv(dq(y, 0.01, 0), padding=1)
+        residual = q(RESIDUAL.conv(dq(y, 0.01, 0)), 0.01, 128)  # fresh int8 codes
+        z = q(F.relu(a + dq(residual, 0.01, 128)), 0.02, 0)
+        later = LATER.conv(dq(residual, 0.01, 128))  # reads them after the add
+        return dq(z, 0.02, 0), later
+
+    lowered = gl.lower(graph, [_image(0)])
+    assert len(lowered.kernels) == 4
+    _exact(lowered)
+
+
+def test_a_residual_from_the_callers_codes_is_never_written() -> None:
+    """The residual is the caller's own uint8 tensor (a graph input, channels-last as a
+    conv's codes are, so a kernel could sum into it as it is): no buffer of the graph's,
+    so the add must not. The input is as it was after the call, and the output is eager's,
+    code for code."""
+
+    def graph(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        a = CONV.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1)
+        return dq(q(F.relu(a + dq(residual, 0.01, 128)), 0.02, 0), 0.02, 0)
+
+    generator = torch.Generator().manual_seed(1)
+    residual = torch.randint(0, 256, (2, 8, 6, 6), dtype=torch.uint8, generator=generator)
+    residual = residual.contiguous(memory_format=torch.channels_last)
+    given = residual.clone()
+    lowered = gl.lower(graph, [_image(2, 8), residual])
+    assert torch.equal(residual, given)
+    assert len(lowered.kernels) == 1
+    _exact(lowered)
+
+
+@pytest.mark.parametrize("cast_back", [False, True], ids=["float32 sum", "cast back to bf16"])
+def test_a_bf16_kernel_adds_a_float32_residual_inside_the_kernel(cast_back: bool) -> None:
+    """int8-mixed-bf16: a linear computed in bf16, plus a float32 residual (a dequantized
+    activation), the sum in float32 or cast back to bf16 (an in-place ``y += residual`` on
+    the bf16 output): the add, and the cast back, fuse into the kernel, whose output is the
+    graph's (nothing is left after it), within :data:`BF16_DB` of eager (bf16 arithmetic,
+    no codes to compare)."""
+    bias = LINEAR.bias.to(torch.bfloat16)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        codes = q(x, 0.02, 128)
+        weight = LINEAR.dequantized().to(torch.bfloat16)
+        y = F.linear(dq(codes, 0.02, 128).to(torch.bfloat16), weight, bias)
+        total = y + dq(codes, 0.02, 128)
+        return total.to(torch.bfloat16) if cast_back else total
+
+    lowered = gl.lower(graph, [torch.randn(4, 16, generator=torch.Generator().manual_seed(3))])
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QLINEAR_BINARY
+    assert lowered.gm.graph.output_node().args[0] is kernel
+    assert lowered.output.dtype == lowered.eager.dtype
+    assert sqnr(lowered.eager.float(), lowered.output.float()) >= BF16_DB
+
+
+def test_codes_below_a_narrow_ranges_minimum_are_clamped_to_it() -> None:
+    """A fused output quantize to int8 ``[-127, 127]`` (the symmetric range, one code short
+    of int8's) after a post-op with no bounds of its own (tanh): oneDNN clamps its codes to
+    the dtype, and the values below ``-127.5`` steps must still come out as -127. Exact
+    against eager, where many outputs lie below."""
+    narrow = (-127, 127, torch.int8)
+    scale = 1 / 200  # tanh reaches -1 = -200 steps
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
+        return dq(q(y, scale, 0, narrow), scale, 0, narrow)
+
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(4)) * 2
+    lowered = gl.lower(graph, [x])
+    assert len(lowered.kernels) == 1
+    assert (lowered.eager == -127 * scale).float().mean() > 0.05  # the clamp matters here
+    _exact(lowered)

@@ -1,0 +1,96 @@
+"""What weight prepack hands oneDNN's int8 kernels, what it refuses, and what it reports:
+each on one traced graph lowered without Inductor (``graph_lowering``), against the same
+graph run eagerly, and against the int16 pair sums computed here by brute force.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import graph_lowering as gl
+import pytest
+import torch
+import torch.nn.functional as F
+from graph_lowering import Weight, dq, q
+
+from qcore.testing.codes import compare_outputs
+
+INT16_MAX = 32767
+
+
+def _exact(lowered: gl.Lowered) -> None:
+    diffs = compare_outputs(lowered.eager, lowered.output)
+    assert diffs and all(d.exact for d in diffs), "; ".join(map(str, diffs))
+
+
+def _rows(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_an_activation_whose_dequantize_claims_codes_past_255_stays_float_and_says_why() -> None:
+    """uint8 codes dequantized with a range of ``[0, 256]``: no uint8 activation (a
+    quantizer's bug, or codes that are no uint8 activation). The linear is not lowered, the
+    report says why, and the output is eager's."""
+    weight = Weight.make(1, 8, 16)
+
+    def graph(codes: torch.Tensor) -> torch.Tensor:
+        return weight.linear(dq(codes, 0.02, 128, (0, 256, torch.uint8)))
+
+    codes = torch.randint(0, 256, (4, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    lowered = gl.lower(graph, [codes])
+    assert not lowered.kernels
+    assert any("its activation is not uint8" in node.reason for node in lowered.record.left_in_float)
+    _exact(lowered)
+
+
+@pytest.mark.parametrize("kind", ["conv", "linear"])
+def test_kernels_take_the_weight_zero_points_as_int32(kind: str) -> None:
+    """PT2E's weight zero points are int64; oneDNN's int8 kernels take int32 (torch's own
+    Inductor lowering of these kernels converts them before the call): every kernel reads
+    int32 zero points, and computes eager's codes."""
+    weight = Weight.make(3, 8, 4, 3, 3) if kind == "conv" else Weight.make(3, 8, 16)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        x = dq(q(x, 0.02, 128), 0.02, 128)
+        return weight.conv(x, padding=1) if kind == "conv" else weight.linear(x)
+
+    lowered = gl.lower(graph, [_rows(4, 2, 4, 5, 5) if kind == "conv" else _rows(4, 6, 16)])
+    (kernel,) = lowered.kernels
+    w_zp = kernel.args[5]
+    assert isinstance(w_zp, torch.fx.Node) and w_zp.meta["val"].dtype == torch.int32
+    _exact(lowered)
+
+
+def _worst_pair_sum(codes: torch.Tensor, act_max: int = 255) -> int:
+    """The largest ``|x0 w0 + x1 w1|`` over every pair of adjacent input channels of every
+    row and every pair of uint8 inputs, enumerated (the sum is linear in each input, so
+    its extremes are at 0 and ``act_max``)."""
+    rows = codes.to(torch.int64).reshape(codes.shape[0], -1).tolist()
+    return max(
+        abs(x0 * row[i] + x1 * row[i + 1])
+        for row in rows
+        for i in range(0, len(row) - 1, 2)
+        for x0, x1 in itertools.product((0, act_max), repeat=2)
+    )
+
+
+def test_the_report_names_each_doubled_layer_and_only_those() -> None:
+    """Two linears for a CPU that adds u8 x s8 pairs in saturating int16 lanes (``avx2``):
+    one with full-range weights, whose pairs can overflow (brute force), one with codes in
+    [-64, 64], whose pairs cannot. The report has one doubled-reduction entry, for the
+    first, with brute force's worst pair sum; and both compute eager's codes."""
+    full = Weight.make(5, 16, 16, limit=127)
+    narrow = Weight.make(6, 16, 16)
+    worst_full, worst_narrow = _worst_pair_sum(full.codes), _worst_pair_sum(narrow.codes)
+    assert worst_full > INT16_MAX >= worst_narrow
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = q(F.relu(full.linear(dq(q(x, 0.02, 128), 0.02, 128))), 0.05, 0)
+        return narrow.linear(dq(y, 0.05, 0))
+
+    lowered = gl.lower(graph, [_rows(7, 6, 16)], target="avx2")
+    assert len(lowered.kernels) == 2
+    doubled = [name for name in lowered.record.lowered if "reduction doubled" in name]
+    assert len(doubled) == 1 and lowered.record.lowered[doubled[0]] == 1, doubled
+    assert f"worst pair sum {worst_full} > {INT16_MAX} on avx2" in doubled[0]
+    _exact(lowered)
