@@ -204,3 +204,16 @@ def test_a_groups_second_doubling_costs_only_its_own_multiply_adds() -> None:
     assert plan.doubled == {"first", "second"}
     assert plan.doubled_macs == 200 == 0.25 * plan.total_macs
     assert plan.added_noise == 0.0 == _best(layers, set(), 0.25)
+
+
+def test_within_a_group_the_cheapest_noise_per_multiply_add_is_doubled_first() -> None:
+    """``big`` removes more noise (2.0) but at 0.02 a multiply-add; ``small`` 1.5 at 0.15:
+    the budget (5 % of 200 = 10) fits ``small`` alone, the better of the two first steps."""
+    layers = [
+        _layer("big", "a", 100, 2.0),
+        _layer("small", "a", 10, 1.5),
+        LayerPrice("rest", "b", 90, False, 0.0, 1e9),
+    ]
+    plan = choose(layers, set(), 0.05)
+    assert plan.doubled == {"small"}
+    assert plan.added_noise == 2.0 == _best(layers, set(), 0.05)

@@ -121,3 +121,21 @@ def test_codes_below_a_narrow_ranges_minimum_are_clamped_to_it() -> None:
     assert len(lowered.kernels) == 1
     assert (lowered.eager == -127 * scale).float().mean() > 0.05  # the clamp matters here
     _exact(lowered)
+
+
+def test_codes_above_a_narrow_ranges_maximum_are_clamped_to_it() -> None:
+    """The upper end: a fused output quantize to uint8 ``[0, 127]`` (7-bit activations)
+    after tanh, whose codes oneDNN clamps to 255 only: the values beyond ``127`` steps must
+    still come out as 127. Exact against eager, where many outputs lie above."""
+    seven_bit = (0, 127, torch.uint8)
+    scale, zero_point = 1 / 100, 64  # tanh reaches 1 = code 164
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
+        return dq(q(y, scale, zero_point, seven_bit), scale, zero_point, seven_bit)
+
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(5)) * 2
+    lowered = gl.lower(graph, [x])
+    assert len(lowered.kernels) == 1
+    assert (lowered.eager == (127 - zero_point) * scale).float().mean() > 0.05  # it matters
+    _exact(lowered)

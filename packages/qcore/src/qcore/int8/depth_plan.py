@@ -84,12 +84,12 @@ def _options(readers: Sequence[LayerPrice], seven_allowed: bool) -> list[_Option
     options = [_Option(0, base, False, ())]
     if seven_allowed:
         options.append(_Option(0, sum(r.seven_bit for r in readers), True, ()))
-    priced = [r for r in overflowing if r.macs]
-    priced.sort(key=lambda r: r.narrowed / float(r.macs or 1), reverse=True)
+    priced = [(r, r.macs) for r in overflowing if r.macs]  # (unknown size: never doubled)
+    priced.sort(key=lambda p: p[0].narrowed / p[1], reverse=True)
     macs, noise = 0, base
     doubled: tuple[Hashable, ...] = ()
-    for reader in priced:
-        macs += reader.macs or 0
+    for reader, reader_macs in priced:
+        macs += reader_macs
         noise -= reader.narrowed
         doubled = (*doubled, reader.key)
         options.append(_Option(macs, max(noise, 0.0), False, doubled))

@@ -62,11 +62,20 @@ def _grouped_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> t
     return F.conv2d(x, w, b, groups=int(tracing.MAGIC["groups"]))
 
 
+#: The traced examples' sizes, each named once: tracing keeps ops and dtypes and turns sizes
+#: into wildcards, so any sizes the forms accept trace the same patterns, and editing one
+#: size cannot leave two shapes disagreeing. The conv's channels are a multiple of the
+#: traced group count (``tracing.MAGIC["groups"]``, 5).
+_BATCH, _ROWS, _FEATURES, _OUT = 2, 3, 16, 8
+_CHANNELS, _PER_GROUP, _SPATIAL, _KERNEL = 10, 2, 7, 3
+
 FORMS = (
-    Form("conv", "conv", _grouped_conv, (2, 10, 7, 7), (10, 2, 3, 3)),
-    Form("linear", "linear", F.linear, (4, 16), (8, 16)),
-    Form("linear, 3-D input", "linear", F.linear, (2, 3, 16), (8, 16)),
-    Form("linear, strided 3-D input", "linear", F.linear, (3, 2, 16), (8, 16), True),
+    Form("conv", "conv", _grouped_conv, (_BATCH, _CHANNELS, _SPATIAL, _SPATIAL),
+         (_CHANNELS, _PER_GROUP, _KERNEL, _KERNEL)),
+    Form("linear", "linear", F.linear, (_ROWS, _FEATURES), (_OUT, _FEATURES)),
+    Form("linear, 3-D input", "linear", F.linear, (_BATCH, _ROWS, _FEATURES), (_OUT, _FEATURES)),
+    Form("linear, strided 3-D input", "linear", F.linear, (_ROWS, _BATCH, _FEATURES),
+         (_OUT, _FEATURES), True),
 )
 DTYPES = (torch.float32, torch.bfloat16)
 
