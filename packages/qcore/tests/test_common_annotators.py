@@ -441,6 +441,23 @@ def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() 
     assert quantizing(enabled)["max_pool2d"]["output"] == "shared(conv2d)"
 
 
+class NoPropagation(Common):
+    """``"common"`` without the propagation after annotating: each annotator on its own."""
+
+    def finalize(self, model: GraphModule) -> None:
+        return None
+
+
+def test_a_max_pool_shares_its_annotated_producers_qparams_by_its_own_annotator() -> None:
+    """The max-pool annotator itself (no propagation after it, which would reach the same
+    result): the pool's input and output share the conv's output qparams."""
+    annotated = annotate(
+        NoPropagation().set_global(_config()), exported(ConvPool().eval(), (torch.randn(1, 2, 4, 4),))
+    )
+    pool = quantizing(annotated)["max_pool2d"]
+    assert pool["inputs"] == {"conv2d": "shared(conv2d)"} and pool["output"] == "shared(conv2d)"
+
+
 def test_addmm_with_a_constant_weight_becomes_the_linear_it_is() -> None:
     model, example = Addmm().eval(), (torch.randn(3, 8), torch.randn(8, 4))
     gm = addmm_to_linear(exported(model, example))

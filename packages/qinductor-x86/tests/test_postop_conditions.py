@@ -139,3 +139,30 @@ def test_codes_above_a_narrow_ranges_maximum_are_clamped_to_it() -> None:
     assert len(lowered.kernels) == 1
     assert (lowered.eager == (127 - zero_point) * scale).float().mean() > 0.05  # it matters
     _exact(lowered)
+
+
+@pytest.mark.parametrize("others", [False, True], ids=["alone", "next to torch's copy"])
+def test_next_to_upstreams_passes_a_float_output_unary_is_left_to_them(
+    monkeypatch: pytest.MonkeyPatch, others: bool
+) -> None:
+    """Where torch's (or torchao's) x86 passes run after this lowering, a float-output unary
+    post-op is theirs to fuse (their later pattern would trip on a kernel that carries one
+    already): the relu stays in the graph. A float-output add is fused either way."""
+    from qinductor_x86 import _torch_private
+
+    monkeypatch.setattr(_torch_private, "other_x86_copies_in_freezing", lambda: others)
+
+    def unary(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
+
+    def binary(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)) + dq(q(r, 0.03, 100), 0.03, 100)
+
+    x, r = torch.randn(4, 16, generator=torch.Generator().manual_seed(6)), torch.randn(4, 16)
+    left = gl.lower(unary, [x])
+    assert len(left.kernels) == 1
+    assert bool(left.calls(torch.ops.aten.relu.default)) == others
+    _exact(left)
+    added = gl.lower(binary, [x, r])
+    assert len(added.kernels) == 1 and not added.calls(torch.ops.aten.add.Tensor)
+    _exact(added)

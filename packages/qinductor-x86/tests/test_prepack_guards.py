@@ -43,6 +43,17 @@ def test_an_activation_whose_dequantize_claims_codes_past_255_stays_float_and_sa
     _exact(lowered)
 
 
+def test_a_weight_range_wider_than_int8_cannot_reach_the_lowering() -> None:
+    """Why weight prepack checks no weight range: torch's int8 per-channel dequantize
+    refuses a range one code wider than int8's at either end, so no graph holds one."""
+    weight = Weight.make(1, 8, 16)
+    for qmin, qmax in ((-129, 127), (-128, 128)):
+        with pytest.raises(AssertionError, match="out of bounds for dtype"):
+            torch.ops.quantized_decomposed.dequantize_per_channel.default(
+                weight.codes, weight.scales, weight.zero_points, 0, qmin, qmax, torch.int8
+            )
+
+
 @pytest.mark.parametrize("kind", ["conv", "linear"])
 def test_kernels_take_the_weight_zero_points_as_int32(kind: str) -> None:
     """PT2E's weight zero points are int64; oneDNN's int8 kernels take int32 (torch's own

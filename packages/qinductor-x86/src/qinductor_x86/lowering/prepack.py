@@ -147,8 +147,8 @@ def _checker(form: Form) -> Callable[[Any], bool]:
             return ctx.decline(compute, "its weight is not a frozen constant")
         if kwargs["x_qmin"] < 0 or kwargs["x_qmax"] > 255:
             return ctx.decline(compute, "its activation is not uint8")
-        if kwargs["w_qmin"] < -128 or kwargs["w_qmax"] > 127:
-            return ctx.decline(compute, "its weight is not int8")
+        # (an int8 weight's range needs no check: the pattern's dequantize is int8's, and
+        # torch's per-channel dequantize refuses a range wider than its dtype)
         if form.kind == "conv":
             # (the traced pattern says not transposed; never trust a wildcard here)
             unsupported = unsupported_conv(Convolution.of(compute), x.dim())
