@@ -41,3 +41,10 @@ def test_narrowing_a_layer_without_noise_at_full_range_costs_infinitely_much() -
     cost = range_cost_db(weight, (63.5, 63.5), 127.0, (0.5, 0.5), 0.0)
     assert cost == math.inf
     assert range_cost_db(weight, (127.0, 127.0), 127.0, (0.5, 0.5), 0.0) == 0.0
+
+
+def test_same_padding_refuses_a_dilation_of_other_dims_than_its_kernel() -> None:
+    """'same' padding per dim pairs each kernel size with its dilation: one per spatial dim
+    each, or a mismatch (a geometry read wrong) raises instead of padding fewer dims."""
+    with pytest.raises(ValueError):
+        _resolve_padding("same", (3, 3), (1,))
