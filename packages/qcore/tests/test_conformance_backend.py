@@ -655,11 +655,16 @@ def _onednn_pattern(text: str) -> BackendPatternConfig:
         ("torch.add(BatchNorm2d(Conv2d), *)", "nni.ConvAdd2d"),
         ("operator.add(*, Conv2d)", "nni.ConvAdd2d"),
         ("ReLU(torch.add(*, BatchNorm2d(Conv2d)))", "nni.ConvAddReLU2d"),
+        # F.relu: torch's fusion pass hands the fuser a ReLU module in its place
+        ("Conv2d → F.relu", "nni.ConvReLU2d"),
+        ("Linear → F.relu", "nni.LinearReLU"),
+        ("BatchNorm2d → F.relu", "nni.BNReLU2d"),
     ],
 )
 def test_complex_format_fusers_are_called_as_torch_calls_them(pattern: str, fused: str) -> None:
-    """torch's own nested-format patterns: their fusers, given the modules root first
-    and the "any node" operand as MatchAllNode, build the module torch declares."""
+    """torch's own patterns: their fusers, given the modules root first, the "any node"
+    operand as MatchAllNode and ``F.relu`` as a ReLU module (as torch's fusion pass gives
+    them), build the module torch declares."""
     config = _onednn_pattern(pattern)
     ok, detail = _check_fuser(BackendConfig("t").set_backend_pattern_config(config), config)
     assert (ok, detail) == (True, f"ptq: {fused}")

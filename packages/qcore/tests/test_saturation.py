@@ -446,3 +446,17 @@ def test_never_overflow_ranges_hold_for_any_input_and_are_tight(
     narrowed = halves < 127.5
     peaks = pairs.worst_pair_sums(codes, 1)  # the largest |code pair| of each channel
     assert bool((peaks[narrowed] >= limit - 2).all()), (halves, peaks)
+
+
+def test_without_a_seed_the_sampled_positions_are_seed_zeros() -> None:
+    """The choice is reproducible across calls and processes: a call without ``seed``
+    samples what ``seed=0`` samples (documented default), where another seed's sample
+    chooses differently."""
+    gen = torch.Generator().manual_seed(16)
+    w = torch.randn(16, 48, generator=gen)
+    x = torch.rand(4, 30, 48, generator=gen) * 2  # 120 rows, 40 sampled
+    qparams = (2 / 255, 0, 0, 255)
+    default = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40)
+    zero = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40, seed=0)
+    other = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40, seed=1)
+    assert list(default.half_ranges) == list(zero.half_ranges) != list(other.half_ranges)
