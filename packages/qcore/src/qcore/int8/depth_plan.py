@@ -108,6 +108,11 @@ def _hull(options: list[_Option]) -> list[_Option]:
         chain.append(max(better, key=lambda o: ((here.noise - o.noise) / (o.macs - here.macs), -o.macs)))
 
 
+def _slope(chain: list[_Option], i: int) -> float:
+    """Noise removed per extra multiply-add by step ``i`` of a group's chain."""
+    return (chain[i].noise - chain[i + 1].noise) / (chain[i + 1].macs - chain[i].macs)
+
+
 def choose(
     layers: Sequence[LayerPrice],
     seven_bit_groups: Collection[Hashable],
@@ -122,24 +127,23 @@ def choose(
     total = sum(layer.macs or 0 for layer in layers)
     allowance = budget * total
     chains = {g: _hull(_options(readers, g in seven_bit_groups)) for g, readers in groups.items()}
-    steps = [
-        ((chain[i].noise - chain[i + 1].noise) / (chain[i + 1].macs - chain[i].macs), i, g)
-        for g, chain in chains.items()
-        for i in range(len(chain) - 1)
-    ]
-    steps.sort(key=lambda s: -s[0])  # stable: equal slopes keep the groups' and steps' order
     position = dict.fromkeys(chains, 0)
     blocked: set[Hashable] = set()
     spent = 0
-    for _, i, g in steps:
-        if g in blocked or position[g] != i:
-            continue
-        cost = chains[g][i + 1].macs - chains[g][i].macs
+    while True:
+        # each group's next step only (its later ones need it): the steepest first; equal
+        # slopes keep the groups' order (max returns the first of equals)
+        open_groups = [g for g in chains if g not in blocked and position[g] + 1 < len(chains[g])]
+        if not open_groups:
+            break
+        g = max(open_groups, key=lambda g: _slope(chains[g], position[g]))
+        here, step = chains[g][position[g]], chains[g][position[g] + 1]
+        cost = step.macs - here.macs
         if spent + cost > allowance:
-            blocked.add(g)  # its later steps need this one
+            blocked.add(g)
             continue
         spent += cost
-        position[g] = i + 1
+        position[g] += 1
     chosen = {g: chains[g][position[g]] for g in chains}
     return DepthPlan(
         seven_bit=frozenset(g for g, o in chosen.items() if o.seven_bit),
