@@ -166,3 +166,22 @@ def test_next_to_upstreams_passes_a_float_output_unary_is_left_to_them(
     added = gl.lower(binary, [x, r])
     assert len(added.kernels) == 1 and not added.calls(torch.ops.aten.add.Tensor)
     _exact(added)
+
+
+def test_a_linears_residual_read_after_the_add_is_not_overwritten() -> None:
+    """A float-output linear plus a residual (a fresh float tensor, computed: no dequantize
+    the lowering would copy per reader) that a later op reads again: the kernel adds it
+    ("add") instead of summing into its buffer in place ("sum"), and the later reader sees
+    the residual unchanged (exact against eager)."""
+
+    def graph(x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        residual = torch.sin(r)
+        y = LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)) + residual
+        return y, residual * 2
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(7))
+    r = torch.randn(4, 16, generator=torch.Generator().manual_seed(8))
+    lowered = gl.lower(graph, [x, r])
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QLINEAR_BINARY and "sum" not in kernel.args
+    _exact(lowered)

@@ -71,7 +71,7 @@ def _readers(quant: Node) -> _Readers:
         for user in source.users:
             if user.target in ops.DEQUANTIZE and user.args[0] is source and user.args[5] is torch.int8:
                 found.dequantizes.append(user)
-            elif user.target in ops.MOVES and user.args[0] is source and user not in found.moves:
+            elif user.target in ops.MOVES and user.args[0] is source:  # (one source: met once)
                 found.moves.append(user)
                 stack.append(user)
             else:
