@@ -10,6 +10,7 @@ plan's own report.
 from __future__ import annotations
 
 import int16_pairs as pairs
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -237,3 +238,27 @@ def test_a_layer_added_without_saying_gated_is_priced_as_ungated() -> None:
     assert default.doubled == {"plain"} and default.doubled_macs == macs
     explicit = plan(gated=False)
     assert (default.doubled, default.added_noise) == (explicit.doubled, explicit.added_noise)
+
+
+def test_seven_bits_are_priced_at_the_rounding_they_add_over_eight() -> None:
+    """The 7-bit option's price is the input rounding noise it adds over the 8-bit grid's:
+    nothing on a grid that rounds no worse, and in proportion to the difference (noise of
+    the input's rounding is linear in its ``E[dx^2]``, ``qcore.int8.noise``)."""
+    from types import SimpleNamespace
+
+    from qcore.int8.noise import InputStatistics
+    from qcore.int8.pt2e_plan import _Layer, _price
+
+    weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+    layer = _Layer(
+        "fc", SimpleNamespace(weight=weight, quant_min=-127, quant_max=127),
+        SimpleNamespace(dtype=torch.uint8, quant_max=255), 128, 4, False,
+    )
+
+    def seven_bit(rounding: float) -> float:
+        price = _price(layer, InputStatistics(0.5, 0.5, 1e-4), InputStatistics(0.5, 0.5, rounding))
+        assert price is not None
+        return price.seven_bit
+
+    assert seven_bit(1e-4) == 0.0
+    assert seven_bit(4e-4) == pytest.approx(3 * seven_bit(2e-4), rel=1e-9) and seven_bit(2e-4) > 0
