@@ -151,3 +151,17 @@ def test_a_post_op_rows_values_are_keywords() -> None:
 
     with pytest.raises(TypeError):
         PostOp("mine", torch.tanh, "tanh")  # type: ignore[misc]
+
+
+def test_table_rows_cannot_be_edited_after_they_are_read() -> None:
+    """The tables both halves read (post-ops, data ops, the lowering's fusion rows) hold
+    frozen rows: a row changed in place after the patterns were traced from it would make
+    the two halves disagree."""
+    import dataclasses
+
+    from qinductor_x86.lowering import dataops, postops
+    from qinductor_x86.postop_table import ADD, POST_OPS
+
+    for row in (*POST_OPS, ADD, *dataops.DATA_OPS, *postops.ROWS):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            row.name = "edited"

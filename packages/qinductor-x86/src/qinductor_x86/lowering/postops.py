@@ -89,12 +89,14 @@ class Row:
         return " + ".join([*parts, *(["quantize"] if self.quantized_output else [])])
 
 
-#: Unary rows, then binary ones (followed by nothing or a unary that may follow an add).
+#: Unary rows, then binary ones (followed by nothing or a unary that may follow an add);
+#: the rows that cast back last: traced on one dtype, one spells its twin's pattern, which
+#: is registered first, under the twin.
 ROWS = [
     *(Row(u, None, q) for u in UNARY for q in (True, False) if u is not NONE or q),
     *(
         Row(u, side, q, cast_back)
-        for cast_back in (True, False)
+        for cast_back in (False, True)
         for u in (NONE, *(p for p in UNARY if p.after_add))
         for side in Side
         for q in (True, False)
