@@ -16,7 +16,10 @@ Killed is the only good outcome: an error is not a kill, and any error or surviv
 the run. A survivor passes only if ``mutants_equivalent.toml`` lists it with the reason it
 cannot change behaviour (then it is never picked). Before the mutants, each distinct test
 list of the picked targets runs unmutated first, all in one pytest process (the
-baseline): it must pass.
+baseline): it must pass. In a package's own tox env, which has just run all of its tests,
+``--baseline-report`` reads that run's JUnit report instead: every picked test file must
+have passed there (at least one test passed, none failed); a file the run did not cover
+(``tox -e x86 -- -k name``) runs unmutated here as above.
 The seed defaults to the checked-out commit, so every commit checks another sample and a
 rerun of one commit checks the same one.
 """
@@ -35,6 +38,7 @@ import sys
 import textwrap
 import time
 import tomllib
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -373,6 +377,51 @@ def baseline(picked: list[Mutant], timeout: float) -> list[str]:
     return [f"baseline {label}: {why} unmutated ({' '.join(tests)})\n{run.tail()}"]
 
 
+def _module_of(test_file: str) -> str:
+    """The JUnit classname of a test file's tests: its path, dotted, without ``.py``."""
+    return test_file.removesuffix(".py").replace("/", ".")
+
+
+def report_outcomes(report: Path) -> dict[str, Counter[str]]:
+    """Per JUnit classname (a test module, or a class inside one): how many of its tests
+    passed, failed (a failure or an error) and were skipped."""
+    outcomes: dict[str, Counter[str]] = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+        outcomes.setdefault(case.get("classname", ""), Counter())[outcome] += 1
+    return outcomes
+
+
+def baseline_from_report(picked: list[Mutant], report: Path, timeout: float) -> list[str]:
+    """The baseline as the env's own test run saw it (``report``, its JUnit XML): a picked
+    test file that failed there is a problem; one the run did not pass at all (narrowed,
+    or only skipped) runs unmutated here, as :func:`baseline` runs them."""
+    if not report.is_file():
+        return [f"baseline: no JUnit report at {report}"]
+    outcomes = report_outcomes(report)
+    tests = dict.fromkeys(t for mutant in picked for t in mutant.target.tests)
+    problems, missing = [], []
+    for test in tests:
+        module = _module_of(test)
+        seen = sum(
+            (n for name, n in outcomes.items() if name == module or name.startswith(module + ".")),
+            Counter(),
+        )
+        if seen["failed"]:
+            problems.append(f"baseline: {test} failed unmutated in {report.name}")
+        elif not seen["passed"]:
+            missing.append(test)
+    if problems:
+        return problems
+    if missing:
+        print(f"  baseline: {report.name} did not pass {', '.join(missing)}; running them", flush=True)
+        return baseline([m for m in picked if set(m.target.tests) & set(missing)], timeout)
+    label = ", ".join(dict.fromkeys(mutant.target.name for mutant in picked))
+    print(f"  baseline {label}: green in {report.name}", flush=True)
+    return []
+
+
 def default_seed() -> str:
     done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo.ROOT, capture_output=True,
                           text=True, check=False)  # fmt: skip
@@ -414,6 +463,10 @@ def main(argv: list[str]) -> int:
         "--no-baseline", action="store_true",
         help="skip the unmutated runs (only when you have just run those tests green)",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline-report", type=Path, default=None,
+        help="the JUnit XML of the run of these tests that just finished in this env",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     chosen = chosen_targets(args.target)
     everything = [m for t in chosen for m in mutants_of(t)]
@@ -443,7 +496,12 @@ def main(argv: list[str]) -> int:
         for mutant in picked:
             print(f"  {mutant.target.name} line {mutant.line}: {mutant.ident}")
         return 0
-    problems = [] if args.no_baseline else baseline(picked, args.timeout)
+    if args.no_baseline:
+        problems = []
+    elif args.baseline_report is not None:
+        problems = baseline_from_report(picked, args.baseline_report, args.timeout)
+    else:
+        problems = baseline(picked, args.timeout)
     if problems:
         for problem in problems:
             print(f"mutants.py: ERROR {problem}")

@@ -143,15 +143,19 @@ def _raw(parser: configparser.ConfigParser, section: str, key: str) -> str:
 
 
 def _value(parser: configparser.ConfigParser, section: str, key: str) -> str:
-    """:func:`_raw`, with its factor-conditional lines (``torch2.14: KEY = ...``) kept,
-    unconditioned, only where the env's name has that factor."""
+    """:func:`_raw`, with its factor-conditional lines (``torch2.14: KEY = ...``,
+    ``!torch2.13-!torch2.14: command``) kept, unconditioned, only where the env's name
+    meets every factor of the condition, as tox reads them."""
     factors = set(section.removeprefix("testenv:").split("-"))
     lines = []
     for line in _raw(parser, section, key).splitlines():
-        condition = re.match(r"\s*([\w.]+):\s+(.*)$", line)
+        condition = re.match(r"\s*(!?[\w.]+(?:-!?[\w.]+)*):\s+(.*)$", line)
         if condition is None:
             lines.append(line)
-        elif condition[1] in factors:
+        elif all(
+            (f[1:] not in factors) if f.startswith("!") else (f in factors)
+            for f in condition[1].split("-")
+        ):
             lines.append(condition[2])
     return "\n".join(lines)
 

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference", "mutation",
+ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference",
             "x86-reference",
             "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
             "lint"}  # fmt: skip
@@ -78,7 +78,7 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
           "demo-torch2.13", "demo-torch2.14"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
          {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
-          "integration", "shipping", "mutation", "demo", "dist", "type", "lint",
+          "integration", "shipping", "demo", "dist", "type", "lint",
           *ROW_ENVS - {"qcore-torch2.13", "qcore-torch2.14"}}),
         # the core every package requires, and a file every env shares: everything
         ("packages/qcore/src/qcore/api.py", ALL_ENVS | ROW_ENVS),

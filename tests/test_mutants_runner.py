@@ -10,6 +10,7 @@ in a temporary folder (three real pytest runs, no torch).
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import re
 import subprocess
@@ -343,6 +344,68 @@ def test_a_failing_baseline_is_an_error_and_no_mutant_runs(
     assert "mutation score" not in out
 
 
+def _junit(path: Path, cases: dict[str, str]) -> Path:
+    """A JUnit report of one test per classname, with that outcome (passed, failure,
+    error or skipped)."""
+    body = "".join(
+        f'<testcase classname="{name}" name="t">'
+        + ("" if outcome == "passed" else f"<{outcome} message='m'/>")
+        + "</testcase>"
+        for name, outcome in cases.items()
+    )
+    path.write_text(f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>')
+    return path
+
+
+@pytest.mark.parametrize("gamma_class", ["tests.test_gamma", "tests.test_gamma.TestClass"])
+def test_a_report_where_every_picked_file_passed_is_the_baseline(
+    fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path, gamma_class: str
+) -> None:
+    report = _junit(
+        tmp_path / "env.xml",
+        {"tests.test_shared": "passed", gamma_class: "passed", "tests.test_shared_more": "failure"},
+    )
+    fake_repo["codes"] = {SHARED: [1, 1], GAMMA: [1]}
+    assert mutants.main(["--all", "--baseline-report", str(report)]) == 0
+    assert fake_repo["runs"] == [SHARED, SHARED, GAMMA]  # no baseline run of its own
+    assert "baseline alpha, beta, gamma: green in env.xml" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("outcome", ["failure", "error"])
+def test_a_picked_file_that_failed_in_the_report_is_an_error_and_no_mutant_runs(
+    fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path, outcome: str
+) -> None:
+    report = _junit(tmp_path / "env.xml", {"tests.test_shared": "passed", "tests.test_gamma": outcome})
+    assert mutants.main(["--all", "--baseline-report", str(report)]) == 1
+    assert fake_repo["runs"] == []
+    out = capsys.readouterr().out
+    assert "baseline: tests/test_gamma.py failed unmutated in env.xml" in out
+    assert "mutation score" not in out
+
+
+@pytest.mark.parametrize("gamma", [None, "skipped"])
+def test_a_picked_file_the_report_did_not_pass_runs_unmutated_first(
+    fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path, gamma: str | None
+) -> None:
+    cases = {"tests.test_shared": "passed"} | ({"tests.test_gamma": gamma} if gamma else {})
+    report = _junit(tmp_path / "env.xml", cases)
+    fake_repo["codes"] = {SHARED: [1, 1], GAMMA: [0, 1]}
+    assert mutants.main(["--all", "--baseline-report", str(report)]) == 0
+    assert fake_repo["runs"] == [GAMMA, SHARED, SHARED, GAMMA]  # gamma's baseline first
+    assert "env.xml did not pass tests/test_gamma.py" in capsys.readouterr().out
+    fake_repo["codes"], fake_repo["runs"] = {GAMMA: [1]}, []
+    assert mutants.main(["--all", "--baseline-report", str(report)]) == 1
+    assert fake_repo["runs"] == [GAMMA]
+
+
+def test_a_missing_report_is_an_error(
+    fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert mutants.main(["--all", "--baseline-report", str(tmp_path / "none.xml")]) == 1
+    assert fake_repo["runs"] == []
+    assert "no JUnit report at" in capsys.readouterr().out
+
+
 def test_targets_are_chosen_by_pattern_and_a_pattern_must_match(
     fake_repo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -413,3 +476,32 @@ def test_the_md_table_parser_reads_what_a_person_reads() -> None:
     text = "x\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\n| c |\n|---|\n| 5 |\n"
     assert list(_tables(text)) == [(["a", "b"], [["1", "2"], ["3", "4"]]), (["c"], [["5"]])]
 
+
+
+# where CI runs the sample ---------------------------------------------------------------
+
+
+def ci_samples() -> dict[str, tuple[list[str], list[str]]]:
+    """env -> (the --target patterns of the mutants.py call its commands end with, the
+    folders its pytest run covers), for every env of the env list that runs one."""
+    repo = mutants.repo
+    samples = {}
+    for name, env in repo.tox_envs().items():
+        commands = repo._value(repo._tox(), f"testenv:{name}", "commands")
+        calls = [line for line in commands.splitlines() if ".ci/mutants.py" in line]
+        if calls:
+            (call,) = calls
+            assert "--baseline-report {work_dir}/results/{env_name}.xml" in call, call
+            samples[name] = (re.findall(r"--target (\S+)", call), env.set_env["QTESTS"].split())
+    return samples
+
+
+def test_ci_samples_every_target_after_the_run_of_all_its_tests() -> None:
+    samples = ci_samples()
+    assert set(samples) == {"qcore", "x86"}
+    for target in mutants.targets():
+        envs = [e for e, (patterns, _) in samples.items() if any(fnmatch.fnmatchcase(target.name, p) for p in patterns)]
+        assert len(envs) == 1, (target.name, envs)
+        (env,) = envs
+        folders = samples[env][1]
+        assert all(any(t.startswith(f.rstrip("/") + "/") for f in folders) for t in target.tests), (env, target)
