@@ -4,8 +4,10 @@ that computes new values.
 
 The ops are written out here (the spellings export records for ``x.expand``, ``x.view``,
 ``x.reshape``, ``x.unsqueeze``, ``x.squeeze(d)``, ``x[:, a:b]``, ``x.permute``, ``x.t()``,
-``x.contiguous()``, ``x.clone()``, ``x.to(dtype)``): a mask behind one the module does
-not see through would be observed, and its add quantized with a scale of ~1e36.
+``x.contiguous()``, ``x.clone()``, ``x.to(dtype)``, ``x.t()``, ``x.squeeze((d,))``,
+``x[0]``; and, in graphs built by hand, the two Inductor's decompositions make): a mask
+behind one the module does not see through would be observed, and its add quantized with
+a scale of ~1e36. Together they are ``qcore.annotation.ops.SAME_VALUES``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from qcore.annotation import ops
 from qcore.annotation.observable import additive_mask_value
 from qcore.testing.pt2e import exported
 
@@ -38,6 +41,15 @@ SAME_VALUES: dict[Any, Callable[[Tensor], Tensor]] = {
     aten.to.dtype: lambda a: aten.to.dtype(a, torch.float32),
     aten.to.dtype_layout: lambda a: aten.to.dtype_layout(a, dtype=torch.float32, layout=torch.strided),
     aten._to_copy.default: lambda a: aten._to_copy.default(a, dtype=torch.float32),
+    aten.t.default: aten.t.default,
+    aten.squeeze.dims: lambda a: aten.squeeze.dims(aten.unsqueeze.default(a, 0), [0]),
+    aten.select.int: lambda a: aten.select.int(aten.unsqueeze.default(a, 0), 0, 0),
+}
+#: ops export does not record (Inductor's decompositions make them), each with its call
+#: in a graph built by hand
+UNEXPORTED: dict[Any, tuple[Any, ...]] = {
+    aten._unsafe_view.default: ([6, 6],),
+    torch.ops.prims.convert_element_type.default: (torch.float32,),
 }
 #: ops that compute new values from the mask: what comes out is no mask any more
 COMPUTING: dict[str, Callable[[Tensor], Tensor]] = {
@@ -69,6 +81,22 @@ def test_a_mask_is_seen_through_each_value_preserving_op(op: Any) -> None:
     value, ops = _added(SAME_VALUES[op])
     assert op in ops  # export kept the op under test
     assert value == MIN
+
+
+@pytest.mark.parametrize("op", list(UNEXPORTED), ids=str)
+def test_a_mask_is_seen_through_each_op_of_inductors_graphs(op: Any) -> None:
+    gm = exported(MaskThrough(lambda a: a), (torch.randn(6, 6), torch.ones(6, 6).long()))
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
+    with gm.graph.inserting_before(add):
+        moved = gm.graph.call_function(op, (add.args[1], *UNEXPORTED[op]))
+    add.args = (add.args[0], moved)
+    gm.recompile()
+    assert additive_mask_value(moved, gm) == MIN
+    assert additive_mask_value(gm.graph.call_function(aten.neg.default, (moved,)), gm) is None
+
+
+def test_every_op_of_the_shared_set_is_covered_here() -> None:
+    assert set(SAME_VALUES) | set(UNEXPORTED) == set(ops.SAME_VALUES)
 
 
 @pytest.mark.parametrize("name", sorted(COMPUTING))

@@ -25,6 +25,7 @@ from torchao.quantization.pt2e.quantizer import (
     get_weight_qspec,
 )
 
+import qcore.annotation.ops as shared_ops
 from qcore.annotation.claims import is_annotated, mark_annotated
 from qcore.annotation.claims import passes as scope_accepts
 from qcore.annotation.registry import ANNOTATORS
@@ -49,7 +50,7 @@ Partitions = list[list[Node]]
 AnnotateFn = Callable[[GraphModule, QuantizationConfig | None, Filter], Partitions]
 
 aten = torch.ops.aten
-ADD_OPS = frozenset({aten.add.Tensor, aten.add_.Tensor})
+ADD_OPS = shared_ops.ADD
 
 
 # -- fusion patterns -------------------------------------------------------------------

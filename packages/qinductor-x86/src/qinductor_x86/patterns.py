@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import qcore.annotation.ops as shared_ops
 from qinductor_x86.postop_table import ADD, POST_OPS, PostOp
 
 aten = torch.ops.aten
@@ -35,7 +36,7 @@ SOURCES: Mapping[str, tuple[Any, ...]] = {
     ADD.name: ADD.sources,
     **{p.name: p.sources for p in POST_OPS if p.sources},
 }
-_LINEAR_OPS = frozenset({aten.linear.default})
+_LINEAR_OPS = shared_ops.LINEAR
 #: The aten op a recognised layer call must end in for its pattern to be quantized.
 LAYER_OPS: Mapping[str, frozenset[Any]] = {
     "conv2d": frozenset({aten.conv2d.default}),

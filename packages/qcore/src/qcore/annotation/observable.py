@@ -15,6 +15,7 @@ import torch
 from torch.fx import GraphModule, Node
 
 from qcore._torch_private import Q_ANNOTATION_KEY, annotation_is_claimed, is_fake_tensor
+from qcore.annotation import ops
 from qcore.annotation.claims import is_op
 
 aten = torch.ops.aten
@@ -108,24 +109,6 @@ _CONSTANT_FILLS = frozenset(
         aten.mul.Tensor,
     }
 )
-#: Ops that only move, broadcast or cast their first input's values.
-_SAME_VALUES = frozenset(
-    {
-        aten.expand.default,
-        aten.view.default,
-        aten.reshape.default,
-        aten.unsqueeze.default,
-        aten.squeeze.dim,
-        aten.slice.Tensor,
-        aten.permute.default,
-        aten.transpose.int,
-        aten.contiguous.default,
-        aten.clone.default,
-        aten.to.dtype,
-        aten.to.dtype_layout,
-        aten._to_copy.default,
-    }
-)
 
 
 def additive_mask_value(node: Node, gm: GraphModule) -> float | None:
@@ -201,7 +184,7 @@ def _built_from_huge_constant(node: Node, gm: GraphModule) -> float | None:
         if not isinstance(value, Node) or value in seen:
             continue
         seen.add(value)
-        if is_op(value, _SAME_VALUES):
+        if is_op(value, ops.SAME_VALUES):
             pending.append((value.args[0], False))
         elif is_op(value, _CONSTANT_FILLS):
             # reversed: the first argument is looked at first, as the fill reads them

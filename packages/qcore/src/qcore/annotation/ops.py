@@ -1,7 +1,8 @@
-"""The operator sets PT2E annotators match, each declared once.
+"""The ATen operator sets of the PT2E flow and the x86 lowering, each declared once.
 
-Annotators, reports and the derived quantizer import them from here; a plugin that needs
-one of these sets imports it rather than spelling the overloads again
+Annotators, reports, the derived quantizer and the lowering's passes import them from
+here (the value-moving ones: :data:`VIEWS`, :data:`MOVES`, :data:`SAME_VALUES`); a plugin
+that needs one of these sets imports it rather than spelling the overloads again
 (``tests/test_op_sets.py`` fails on a second declaration of the same set).
 Importing this module imports torch and nothing else.
 """
@@ -33,6 +34,38 @@ MUL = frozenset({aten.mul.Tensor, aten.mul_.Tensor})
 CAT = frozenset({aten.cat.default})
 ADAPTIVE_AVG_POOL2D = frozenset({aten.adaptive_avg_pool2d.default})
 MAX_POOL2D = frozenset({aten.max_pool2d.default})
+#: Views: the same values in another shape, read in place (``_unsafe_view`` appears only
+#: after Inductor's decompositions). Lifting a quantize over one, or reading a value
+#: through one, is exact.
+VIEWS = frozenset(
+    {
+        aten.view.default,
+        aten.reshape.default,
+        aten.permute.default,
+        aten.transpose.int,
+        aten._unsafe_view.default,
+    }
+)
+#: Ops that only move, copy, broadcast or select values of their first input (the views
+#: among them): any per-value map (``+ 128`` on int8 codes, a quantize) commutes with them.
+MOVES = VIEWS | {
+    aten.clone.default,
+    aten.contiguous.default,
+    aten.expand.default,
+    aten.t.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.slice.Tensor,
+    aten.select.int,
+}
+#: What holds its first input's values, moved (:data:`MOVES`) or cast to another dtype.
+SAME_VALUES = MOVES | {
+    aten.to.dtype,
+    aten.to.dtype_layout,
+    aten._to_copy.default,
+    torch.ops.prims.convert_element_type.default,
+}
 #: Ops whose output keeps its input's qparams: they move or select values, or clamp at a
 #: bound the input range already contains. Dropout is identity in a deployed model.
 SHARE_QPARAMS = frozenset(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+import qcore.annotation.ops as shared
 from qinductor_x86 import _torch_private as private
 
 aten = torch.ops.aten
@@ -41,23 +42,11 @@ COMPUTE = {
     aten.addmm.default: "linear",
     aten.bmm.default: "linear",
 }
-#: Views: the same values in another shape, read in place. Lifting a quantize over them,
-#: or reading a value through them, is exact.
-VIEWS = frozenset(
-    {aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int, aten._unsafe_view.default}
-)
-#: Ops that only move or select values of one tensor (the views, and copies, broadcasts,
-#: slices): any per-value map of int8 codes (``+ 128``) commutes with them.
-MOVES = VIEWS | {
-    aten.clone.default,
-    aten.expand.default,
-    aten.t.default,
-    aten.unsqueeze.default,
-    aten.squeeze.dim,
-    aten.squeeze.dims,
-    aten.slice.Tensor,
-    aten.select.int,
-}
+#: The value-moving sets, declared once for every package (qcore's PT2E ops): views
+#: (lifting a quantize over one, or reading a value through one, is exact) and the moves
+#: (any per-value map of int8 codes, ``+ 128``, commutes with them).
+VIEWS = shared.VIEWS
+MOVES = shared.MOVES
 #: What a dequantized value flows through unchanged on its way to the op that computes
 #: with it: views, a clone or broadcast (moves that keep every value where a conv or
 #: matmul finds it), and a dtype cast (int8-mixed-bf16 graphs cast it to bf16 there).
