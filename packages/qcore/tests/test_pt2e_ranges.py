@@ -23,7 +23,12 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 import qcore
 from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.int8.pt2e_ranges import RangeRule, TargetPerChannelWeightObserver, weight_observer_ctr
+from qcore.int8.pt2e_ranges import (
+    PER_LAYER_BUDGET_DB,
+    RangeRule,
+    TargetPerChannelWeightObserver,
+    weight_observer_ctr,
+)
 from qcore.int8.saturation import never_overflow_half_ranges, range_cost_db
 
 
@@ -298,6 +303,26 @@ def test_per_layer_rule_narrows_only_where_it_is_cheap() -> None:
     full = model.hot.weight.detach().abs().amax(1) / 127.5
     assert bool((scales["heavy"] > full * 1.001).any())
     torch.testing.assert_close(scales["uniform"].float(), full)
+
+
+@pytest.mark.parametrize(("cost", "narrowed"), [(0.0, True), (PER_LAYER_BUDGET_DB, True), (PER_LAYER_BUDGET_DB + 1e-9, False)])
+def test_per_layer_budget_is_the_most_a_layer_may_gain(
+    monkeypatch: pytest.MonkeyPatch, cost: float, narrowed: bool
+) -> None:
+    """A layer whose never-overflow ranges add at most the budget is narrowed; above it,
+    the full range (the cost priced as given here, on uniform inputs whose own cost is
+    high: the rule reads the price, nothing else)."""
+    monkeypatch.setattr(TargetPerChannelWeightObserver, "_cost_db", lambda self, halves, full: cost)
+    model = TwoLinears().eval()
+    gen = torch.Generator().manual_seed(7)
+    batches = [torch.rand(32, 64, generator=gen) * 2 - 1 for _ in range(3)]
+    with host.targeting("avx2"):
+        converted, _ = _quantize(model, _quantizer(rule="per_layer"), batches)
+    full = model.hot.weight.detach().abs().amax(1) / 127.5
+    scales = _weight_scales(converted)[0].float()
+    assert bool((scales > full * 1.001).any()) == narrowed
+    if not narrowed:
+        torch.testing.assert_close(scales, full)
 
 
 def _calibrated(observer: Any, x: Tensor) -> tuple[Any, float, int]:

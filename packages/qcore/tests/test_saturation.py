@@ -340,6 +340,33 @@ def test_emulation_in_chunks_misses_no_output_channel(
     assert not torch.equal(expected, exact)  # the case saturates somewhere
 
 
+@pytest.mark.parametrize("chunk", [1 << 6, 1 << 10])
+def test_emulation_holds_at_most_a_chunk_of_pair_sums_at_once(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The memory bound: each block of pair sums the emulation forms holds at most
+    ``_CHUNK_ELEMENTS`` values, or one output channel's when that alone is larger (7 rows
+    x 2 pairs x 9 taps = 126 per channel: blocks of one channel, then of eight)."""
+    monkeypatch.setattr(saturation, "_CHUNK_ELEMENTS", chunk)
+    einsum, sizes = torch.einsum, []
+
+    def counted(*args: Any) -> torch.Tensor:
+        out = einsum(*args)
+        if out.dim() == 4:  # (the pair sums: rows, channels, pairs, taps)
+            sizes.append((out.numel(), out.shape[1]))
+        return out
+
+    monkeypatch.setattr(torch, "einsum", counted)
+    gen = torch.Generator().manual_seed(12)
+    rows = torch.randint(0, 256, (7, 4, 9), generator=gen)
+    codes = torch.randint(-128, 128, (20, 4, 9), generator=gen)
+    emulate_accumulators(rows, codes)
+    per_channel = 7 * 2 * 9
+    assert sizes and all(n <= max(chunk, per_channel) for n, _ in sizes), sizes
+    assert sum(channels for _, channels in sizes) == 20
+    assert max(channels for _, channels in sizes) == max(1, chunk // per_channel)
+
+
 def _range_cost_by_hand(
     weight: torch.Tensor, halves: list[float], moments: tuple[float, float], input_noise: float
 ) -> float:

@@ -88,10 +88,12 @@ class Lowered:
 
 
 def lower(
-    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, target: str = "avx512_vnni"
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, target: str = "avx512_vnni", run: bool = True
 ) -> Lowered:
     """``fn`` traced, lowered for the int8 ``target`` and run on ``inputs`` (each side on
-    its own copy of them: an in-place kernel must not write into the reference's)."""
+    its own copy of them: an in-place kernel must not write into the reference's), unless
+    ``run`` is False (output None: a test that checks the rewrite before a kernel that a
+    wrong rewrite would crash runs it)."""
     with torch.no_grad():
         eager = fn(*(t.clone() for t in inputs))
         gm = private.fwd_only(fn, [t.clone() for t in inputs])
@@ -111,6 +113,8 @@ def lower(
     finally:
         private.set_hook("freezing", freezing)
     gm.recompile()
+    if not run:
+        return Lowered(gm, record, eager, None)
     with torch.no_grad():
         output = gm(*inputs)
     return Lowered(gm, record, eager, output)

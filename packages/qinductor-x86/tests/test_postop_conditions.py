@@ -119,6 +119,9 @@ def test_codes_below_a_narrow_ranges_minimum_are_clamped_to_it() -> None:
     x = torch.randn(64, 16, generator=torch.Generator().manual_seed(4)) * 2
     lowered = gl.lower(graph, [x])
     assert len(lowered.kernels) == 1
+    # the one clamp the range needs: its top is int8's, which oneDNN saturates to anyway
+    assert len(lowered.calls(torch.ops.aten.clamp_min.default)) == 1
+    assert not lowered.calls(torch.ops.aten.clamp_max.default)
     assert (lowered.eager == -127 * scale).float().mean() > 0.05  # the clamp matters here
     _exact(lowered)
 
@@ -137,6 +140,9 @@ def test_codes_above_a_narrow_ranges_maximum_are_clamped_to_it() -> None:
     x = torch.randn(64, 16, generator=torch.Generator().manual_seed(5)) * 2
     lowered = gl.lower(graph, [x])
     assert len(lowered.kernels) == 1
+    # the one clamp the range needs: its bottom is uint8's, which oneDNN saturates to anyway
+    assert len(lowered.calls(torch.ops.aten.clamp_max.default)) == 1
+    assert not lowered.calls(torch.ops.aten.clamp_min.default)
     assert (lowered.eager == (127 - zero_point) * scale).float().mean() > 0.05  # it matters
     _exact(lowered)
 
@@ -184,4 +190,77 @@ def test_a_linears_residual_read_after_the_add_is_not_overwritten() -> None:
     lowered = gl.lower(graph, [x, r])
     (kernel,) = lowered.kernels
     assert kernel.target is ops.QLINEAR_BINARY and "sum" not in kernel.args
+    _exact(lowered)
+
+
+def test_a_linears_residual_read_only_by_the_add_is_summed_in_place() -> None:
+    """The other side: a fresh float residual that nothing reads after the add is summed
+    into in place ("sum"), as torch's copy chooses; exact against eager."""
+
+    def graph(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)) + torch.sin(r)
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(7))
+    r = torch.randn(4, 16, generator=torch.Generator().manual_seed(8))
+    lowered = gl.lower(graph, [x, r])
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QLINEAR_BINARY and "sum" in kernel.args, kernel.args
+    _exact(lowered)
+
+
+def test_a_residual_of_another_shape_is_not_fused() -> None:
+    """An added tensor broadcast against the kernel's output (one row for every row): the
+    binary kernels add same-shape tensors only, so the add stays outside the kernel and
+    the output is eager's."""
+
+    def graph(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)) + torch.sin(r)
+
+    inputs = [torch.randn(4, 16, generator=torch.Generator().manual_seed(9)), torch.randn(1, 16)]
+    lowered = gl.lower(graph, inputs, run=False)  # (a binary kernel given it would crash)
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QLINEAR
+    assert lowered.calls(torch.ops.aten.add.Tensor)
+    with torch.no_grad():
+        diffs = compare_outputs(lowered.eager, lowered.gm(*inputs))
+    assert diffs and all(d.exact for d in diffs), "; ".join(map(str, diffs))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
+def test_a_full_range_output_needs_no_clamp_of_its_own(dtype: torch.dtype) -> None:
+    """oneDNN saturates a fused output's codes to its dtype: an output quantize over the
+    dtype's whole range adds no clamp to the graph, and the codes are eager's (many at
+    both ends here)."""
+    qmin, qmax = (0, 255) if dtype == torch.uint8 else (-128, 127)
+    qrange, zero_point, scale = (qmin, qmax, dtype), (128 if dtype == torch.uint8 else 0), 1 / 200
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
+        return dq(q(y, scale, zero_point, qrange), scale, zero_point, qrange)
+
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(10)) * 2
+    lowered = gl.lower(graph, [x])
+    assert len(lowered.kernels) == 1
+    assert not lowered.calls(torch.ops.aten.clamp_min.default, torch.ops.aten.clamp_max.default)
+    assert (lowered.eager == (qmin - zero_point) * scale).any()
+    assert (lowered.eager == (qmax - zero_point) * scale).any()
+    _exact(lowered)
+
+
+def test_a_narrow_range_above_its_dtypes_minimum_bounds_the_merged_clamp() -> None:
+    """A relu merged into the float clamp that stands for a narrow output range
+    ``[16, 200]`` of uint8, zero point 100, after a hardtanh to ``[-3, 3]``: the float
+    clamp's lower bound is ``(16 - 100) s``, above the hardtanh's, and oneDNN saturates
+    only at code 0, so the bound alone keeps codes from falling below 16. Exact against
+    eager, where many outputs sit at 16."""
+    qrange, scale, zero_point = (16, 200, torch.uint8), 1 / 50, 100
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = F.hardtanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)), -3.0, 3.0)
+        return dq(q(y, scale, zero_point, qrange), scale, zero_point, qrange)
+
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(11)) * 3
+    lowered = gl.lower(graph, [x])
+    assert len(lowered.kernels) == 1
+    assert (lowered.eager == (16 - zero_point) * scale).float().mean() > 0.05  # it binds
     _exact(lowered)

@@ -105,3 +105,20 @@ def test_the_report_names_each_doubled_layer_and_only_those() -> None:
     assert len(doubled) == 1 and lowered.record.lowered[doubled[0]] == 1, doubled
     assert f"worst pair sum {worst_full} > {INT16_MAX} on avx2" in doubled[0]
     _exact(lowered)
+
+
+@pytest.mark.parametrize(("dims", "lowered_to_int8"), [(1, True), (2, True), (3, False)])
+def test_1d_and_2d_convs_run_on_int8_kernels_and_a_3d_one_says_why_not(dims: int, lowered_to_int8: bool) -> None:
+    """oneDNN's int8 conv here takes 3-D and 4-D activations (conv1d, conv2d); a conv3d
+    stays in float with the reason named. Each computes eager's codes."""
+    weight = Weight.make(5, 4, 3, *(3,) * dims)
+    conv = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        return conv(dq(q(x, 0.02, 128), 0.02, 128), weight.dequantized(), weight.bias, padding=1)
+
+    lowered = gl.lower(graph, [_rows(6, 2, 3, *(5,) * dims)])
+    assert len(lowered.kernels) == int(lowered_to_int8)
+    reasons = [node.reason for node in lowered.record.left_in_float]
+    assert any("3-D convolution has no lowering" in r for r in reasons) != lowered_to_int8, reasons
+    _exact(lowered)
