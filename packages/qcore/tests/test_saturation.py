@@ -350,7 +350,7 @@ def test_emulation_holds_at_most_a_chunk_of_pair_sums_at_once(
     monkeypatch.setattr(saturation, "_CHUNK_ELEMENTS", chunk)
     einsum, sizes = torch.einsum, []
 
-    def counted(*args: Any) -> torch.Tensor:
+    def counted(*args: object) -> torch.Tensor:
         out = einsum(*args)
         if out.dim() == 4:  # (the pair sums: rows, channels, pairs, taps)
             sizes.append((out.numel(), out.shape[1]))
