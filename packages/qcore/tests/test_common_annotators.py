@@ -583,3 +583,22 @@ def test_a_conv_whose_input_or_weight_is_no_graph_node_is_refused_by_name(litera
         with pytest.raises(ValueError, match=message):
             annotator(model, _config(), None)
     assert not any(n.meta.get("quantization_annotation") for n in model.graph.nodes)
+
+
+def test_each_conv_bn_annotator_is_named_for_the_convs_it_quantizes() -> None:
+    """The QAT conv → batch_norm annotators: a transposed one's name, description and ops
+    all say conv_transpose; a plain one's all say conv."""
+    from qcore.annotation import common_annotators as common
+    from qcore.annotation import ops
+
+    for annotator, transposed, relu in (
+        (common.CONV_BN, False, False),
+        (common.CONV_BN_RELU, False, True),
+        (common.CONV_TRANSPOSE_BN, True, False),
+        (common.CONV_TRANSPOSE_BN_RELU, True, True),
+    ):
+        conv = "conv_transpose" if transposed else "conv"
+        assert annotator.name == f"{conv}_bn{'_relu' if relu else ''}"
+        assert annotator.description.startswith(f"{conv} → batch_norm")
+        assert annotator.ops == (ops.CONV_TRANSPOSE if transposed else ops.CONV)
+        assert annotator.training_pattern and not annotator.static

@@ -487,3 +487,40 @@ def test_without_a_seed_the_sampled_positions_are_seed_zeros() -> None:
     zero = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40, seed=0)
     other = choose_weight_ranges(w, x, qparams, Geometry.linear(), samples=40, seed=1)
     assert list(default.half_ranges) == list(zero.half_ranges) != list(other.half_ranges)
+
+
+@pytest.mark.parametrize(("below_tie", "narrowed"), [(0.5e-3, True), (2e-3, False)])
+def test_a_weight_within_the_margin_of_a_tie_counts_as_rounding_up(below_tie: float, narrowed: bool) -> None:
+    """A channel ``[amax, w]`` at full range: amax is code 127, and ``w`` sits just below
+    the tie between codes 1 and 2. Rounded as float64 rounds it, the pair is 128 (safe
+    with uint8 inputs: 128 * 255 <= 32767); a float32 quantize may round it up to 2, a
+    pair of 129. Within the margin (1e-3 codes) the check counts it as 2 and narrows the
+    channel; farther below the tie it keeps the full range."""
+    weight = torch.tensor([[1.0, (1.5 - below_tie) / 127.5]], dtype=torch.float64)
+    codes, _ = weight_codes(weight, 127.5)
+    assert codes.tolist() == [[127, 1]]  # float64's rounding: a safe pair
+    (half,) = never_overflow_half_ranges(weight, 255, 127.5)
+    assert (half < 127.5) == narrowed, half
+
+
+def test_a_linear_samples_its_default_number_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``samples``, the choice reads 512 rows (documented) of a linear's
+    calibration input, all distinct, drawn from all of them; an input with fewer rows
+    gives every one of its rows."""
+    sampled = []
+
+    def spy(*args: object) -> torch.Tensor:
+        rows = _rows(*args)  # type: ignore[arg-type]
+        sampled.append(rows)
+        return rows
+
+    monkeypatch.setattr(saturation, "_rows", spy)
+    gen = torch.Generator().manual_seed(17)
+    w, x = torch.randn(4, 24, generator=gen), torch.rand(8, 100, 24, generator=gen)  # 800 rows
+    choose_weight_ranges(w, x, (1 / 255, 0, 0, 255), Geometry.linear())
+    (rows,) = sampled
+    assert rows.shape == (512, 24, 1)
+    assert len({tuple(r) for r in rows.squeeze(-1).tolist()}) == 512
+    choose_weight_ranges(w, x[:1, :10], (1 / 255, 0, 0, 255), Geometry.linear())
+    few = sampled[1].squeeze(-1)
+    assert sorted(map(tuple, few.tolist())) == sorted(map(tuple, x[0, :10].tolist()))

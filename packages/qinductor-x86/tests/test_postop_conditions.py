@@ -264,3 +264,18 @@ def test_a_narrow_range_above_its_dtypes_minimum_bounds_the_merged_clamp() -> No
     assert len(lowered.kernels) == 1
     assert (lowered.eager == (16 - zero_point) * scale).float().mean() > 0.05  # it binds
     _exact(lowered)
+
+
+def test_a_conv1d_fuses_its_relu_though_it_has_no_add_post_op() -> None:
+    """oneDNN's int8 conv1d takes a relu post-op and no add: its relu (with an int8
+    output) fuses into the kernel, and the output is eager's."""
+    weight = Weight.make(12, 8, 3, 3)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = F.conv1d(dq(q(x, 0.02, 128), 0.02, 128), weight.dequantized(), weight.bias, padding=1)
+        return dq(q(torch.relu(y), 0.01, 0), 0.01, 0)
+
+    lowered = gl.lower(graph, [torch.randn(2, 3, 12, generator=torch.Generator().manual_seed(13))])
+    (kernel,) = lowered.kernels
+    assert "relu" in kernel.args and not lowered.calls(torch.ops.aten.relu.default), kernel.args
+    _exact(lowered)

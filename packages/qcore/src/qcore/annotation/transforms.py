@@ -156,13 +156,11 @@ def _replace_conv3d(gm: GraphModule, conv: Node) -> None:
     out_depth = conv.meta["val"].shape[2]
     # (before, after) per spatial dim: "same" may pad one more after than before
     padding = given["padding"]
-    if padding == "valid":
-        pads = [(0, 0)] * 3
-    elif padding == "same":
+    if padding == "same":
         totals = [d * (k - 1) for d, k in zip(dilation, (depth, height, width), strict=True)]
         pads = [(t // 2, t - t // 2) for t in totals]
     else:
-        pads = [(p, p) for p in _triple(padding)]
+        pads = [(p, p) for p in _triple(0 if padding == "valid" else padding)]
     graph = gm.graph
 
     def call(op: Any, *args: Any) -> Node:

@@ -284,10 +284,8 @@ def _rows(x: Tensor, weight: Tensor, geometry: Geometry, count: int, seed: int) 
 
     generator = torch.Generator().manual_seed(seed)
     if geometry.kind == "linear":
-        rows = x.reshape(-1, x.shape[-1])
-        if rows.shape[0] > count:
-            rows = rows[torch.randperm(rows.shape[0], generator=generator)[:count]]
-        return rows.unsqueeze(-1)
+        rows = x.reshape(-1, x.shape[-1])  # (fewer than count: all of them, in some order)
+        return rows[torch.randperm(rows.shape[0], generator=generator)[:count]].unsqueeze(-1)
     kernel = tuple(weight.shape[2:])
     patches = _sampled_patches(x, kernel, geometry, count, generator)
     return patches.reshape(patches.shape[0], patches.shape[1], -1)
