@@ -9,7 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qcore.annotation.registry import Annotator
 from qcore.testing import pt2e
+from qquantizer_xnnpack import annotators
+from qquantizer_xnnpack.quantizer import XNNPACKQuantizer
 
 
 class ResNetish(nn.Module):
@@ -215,3 +218,13 @@ def quantize_with(
     return pt2e.quantized_outputs(
         quantizer, build(name)[0], MODELS[name][1], calibration=calib_batches
     )
+
+
+class ExecuTorchRows(XNNPACKQuantizer):
+    """This package's quantizer without the rows of ``annotators.beyond_executorch()``:
+    what the parity tests hold equal to ExecuTorch 1.5.1's quantizer (the deliberate
+    extras are checked by the conformance kit, like every annotator's example)."""
+
+    def annotators(self) -> list[Annotator]:
+        beyond = {a.name for a in annotators.beyond_executorch()}
+        return [a for a in super().annotators() if a.name not in beyond]

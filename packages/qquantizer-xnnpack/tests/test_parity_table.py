@@ -27,7 +27,7 @@ def test_table_covers_every_model_and_config() -> None:
 
 @pytest.mark.parametrize(("model", "config"), CASES)
 def test_annotations_match_executorch(model: str, config: str) -> None:
-    quantizer = XNNPACKQuantizer().set_global(
+    quantizer = pm.ExecuTorchRows().set_global(
         get_symmetric_quantization_config(**pm.CONFIGS[config])
     )
     ours = pm.annotate_with(quantizer, model)
@@ -37,3 +37,22 @@ def test_annotations_match_executorch(model: str, config: str) -> None:
     for node in listed:  # where we differ, we leave in float what ExecuTorch observes
         assert diff[node]["ours"] is None and diff[node]["executorch"]["annotated"]
     assert any("output" in a or "inputs" in a for a in ours.values())
+
+
+def test_the_parity_quantizer_runs_executorchs_rows_and_the_quantizer_adds_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The namespace is ExecuTorch's rows, then ``beyond_executorch()``'s; the quantizer the
+    parity tests compare runs ExecuTorch's rows only. A row listed in
+    ``beyond_executorch()`` (here one of the namespace's own, as a stand-in for a new
+    row) drops out of the compared quantizer and stays in the user's."""
+    from qquantizer_xnnpack import annotators
+
+    names = [a.name for a in annotators.EXECUTORCH_ANNOTATORS]
+    beyond = [a.name for a in annotators.beyond_executorch()]
+    assert [a.name for a in XNNPACKQuantizer().annotators()] == names + beyond
+    assert [a.name for a in pm.ExecuTorchRows().annotators()] == names
+    extra = annotators.EXECUTORCH_ANNOTATORS[-1]
+    monkeypatch.setattr(annotators, "beyond_executorch", lambda: (extra,))
+    assert [a.name for a in pm.ExecuTorchRows().annotators()] == names[:-1]
+    assert [a.name for a in XNNPACKQuantizer().annotators()] == names

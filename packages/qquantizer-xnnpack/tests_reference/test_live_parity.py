@@ -25,7 +25,7 @@ CASES = [(m, c) for m in pm.MODELS for c in pm.CONFIGS]
 
 def _pair(options: dict[str, Any]) -> tuple[Any, XNNPACKQuantizer]:
     theirs = REF.XNNPACKQuantizer().set_global(REF.get_symmetric_quantization_config(**options))
-    ours = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**options))
+    ours = pm.ExecuTorchRows().set_global(get_symmetric_quantization_config(**options))
     return theirs, ours
 
 
@@ -135,7 +135,7 @@ def _scoped_annotations(quantizer: Any) -> dict[str, Any]:
 def test_scoping_matches_where_upstream_works(scope: str) -> None:
     """Linear-only scopes, where upstream's filter sees every pattern node."""
     per_channel = {"is_per_channel": True}
-    theirs, ours = (REF.XNNPACKQuantizer(), XNNPACKQuantizer())
+    theirs, ours = (REF.XNNPACKQuantizer(), pm.ExecuTorchRows())
     for q, cfg in (
         (theirs, REF.get_symmetric_quantization_config),
         (ours, get_symmetric_quantization_config),

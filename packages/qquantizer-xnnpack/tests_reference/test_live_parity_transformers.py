@@ -36,7 +36,7 @@ def _pair() -> tuple[Any, XNNPACKQuantizer]:
     theirs = REF.XNNPACKQuantizer().set_global(
         REF.get_symmetric_quantization_config(is_per_channel=True)
     )
-    ours = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    ours = pm.ExecuTorchRows().set_global(get_symmetric_quantization_config(is_per_channel=True))
     return theirs, ours
 
 
