@@ -47,7 +47,7 @@ def _conv_geometry(conv: nn.modules.conv._ConvNd) -> Geometry | None:
 
 def _root_module(module: nn.Module) -> nn.Module:
     """The conv/linear inside a fused module (``ConvReLU2d`` -> its ``Conv2d``)."""
-    while isinstance(module, nn.Sequential):  # (torch's fused modules: two or three)
+    while isinstance(module, nn.Sequential) and len(module) > 0:
         module = module[0]
     return module
 
