@@ -144,3 +144,27 @@ def test_torchs_own_prepare_reads_keyword_and_default_geometry_arguments() -> No
         (calls[2], "plain", Geometry("conv", (1,), (0,), (1,), 1)),
         (calls[3], "fc", Geometry("linear")),
     ]
+
+
+class TwoFunctionalLinears(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(8, 16) * 0.3)
+        self.w2 = nn.Parameter(torch.randn(8, 8) * 0.3)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(torch.relu(F.linear(x, self.w1)), self.w2)
+
+
+def test_a_functional_layer_left_in_float_is_no_weighted_layer(backends: None) -> None:
+    """A functional linear whose weight has no observer (its call left in float by the
+    mapping: the weight is read as it is, a ``get_attr``) is no weighted layer; the other
+    one, observed, is."""
+    mapping = qcore.get_qconfig_mapping("fxnative").set_object_type(F.relu, None)
+    mapping.set_module_name_object_type_order("", F.linear, 1, None)
+    x = torch.rand(4, 16, generator=torch.Generator().manual_seed(2))
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(TwoFunctionalLinears().eval(), "fxnative", x, mapping=mapping)
+    linears = [n for n in prepared.graph.nodes if n.target is F.linear]
+    assert [n.args[1].op for n in linears] == ["call_module", "get_attr"]  # the second: float
+    assert [layer.node for layer in weighted_layers(prepared)] == linears[:1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import graph_lowering as gl
+import pytest
 import torch
 import torch.nn.functional as F
 from graph_lowering import dq, q
@@ -61,10 +62,14 @@ def test_data_movement_between_equal_qparams_runs_on_the_codes() -> None:
     assert all(d.exact and d.off_by_one == 0 for d in diffs), "; ".join(map(str, diffs))
 
 
-def test_data_movement_between_other_qparams_keeps_its_requantize() -> None:
-    """The same graph into other qparams: moving the codes would give them the wrong
-    scale, so every op stays float and requantizes, and every output is eager's."""
-    lowered = gl.lower(_graph(OTHER), _inputs())
+@pytest.mark.parametrize(
+    "other", [OTHER, (IN[0], OTHER[1]), (OTHER[0], IN[1])], ids=["both", "zero point", "scale"]
+)
+def test_data_movement_between_other_qparams_keeps_its_requantize(other: tuple[float, int]) -> None:
+    """The same graph into other qparams (another scale, zero point, or both): moving the
+    codes would give them the wrong values, so every op stays float and requantizes, and
+    every output is eager's."""
+    lowered = gl.lower(_graph(other), _inputs())
     diffs = compare_outputs(lowered.eager, lowered.output)
     assert len(diffs) == 4 and all(d.exact and d.off_by_one == 0 for d in diffs), "; ".join(map(str, diffs))
     assert not _ops_on_codes(lowered)
