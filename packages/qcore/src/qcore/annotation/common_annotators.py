@@ -223,7 +223,7 @@ def _conv_bn_example(rank: int) -> tuple[torch.Tensor, ...]:
 
 
 @functools.cache
-def _conv_bn_matcher(conv_fn: Callable[..., Any], rank: int, relu: str) -> Any:
+def _conv_bn_matcher(conv_fn: Callable[..., Any], rank: int, relu: Callable[..., Any] | None) -> Any:
     """A matcher for ``conv_fn → batch_norm(training) [→ relu]``; built once per shape
     because exporting the pattern dominates annotation time otherwise."""
 
@@ -233,8 +233,8 @@ def _conv_bn_matcher(conv_fn: Callable[..., Any], rank: int, relu: str) -> Any:
     ) -> Any:
         conv = conv_fn(x, w, b)
         out = F.batch_norm(conv, bn_rm, bn_rv, bn_w, bn_b, training=True)
-        if relu:
-            out = F.relu_(out) if relu == "relu_" else F.relu(out)
+        if relu is not None:
+            out = relu(out)
         return out, {"input": x, "conv": conv, "weight": w, "bias": b, "output": out}
 
     graph = aten_pattern_graph(WrapperModule(pattern), _conv_bn_example(rank))
@@ -246,7 +246,7 @@ def _conv_bn_matcher(conv_fn: Callable[..., Any], rank: int, relu: str) -> Any:
 def conv_bn_annotator(relu: bool, transpose: bool) -> Callable[..., Partitions]:
     """conv[_transpose] → batch_norm [→ relu], as QAT graphs hold them before folding."""
     fns = (F.conv_transpose1d, F.conv_transpose2d) if transpose else (F.conv1d, F.conv2d)
-    relus = ("relu_", "relu") if relu else ("",)
+    relus = (F.relu_, F.relu) if relu else (None,)
 
     def annotate(
         gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
