@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -217,3 +218,27 @@ def test_within_a_group_the_cheapest_noise_per_multiply_add_is_doubled_first() -
     plan = choose(layers, set(), 0.05)
     assert plan.doubled == {"small"}
     assert plan.added_noise == 2.0 == _best(layers, set(), 0.05)
+
+
+def test_the_step_taken_first_removes_the_most_noise_per_multiply_add_not_the_most_noise_left() -> None:
+    """Two groups, one step affordable: ``a`` starts noisier (10, then 9.5 for 100
+    multiply-adds: 0.005 per multiply-add), ``b`` quieter (2, then 0 for 100: 0.02). The
+    plan doubles ``b``'s layer, which removes more noise for the same multiply-adds."""
+    layers = [
+        _layer("a1", "a", 100, 0.5),
+        _layer("a2", "a", 100_000, 9.5),
+        _layer("b1", "b", 100, 2.0),
+    ]
+    total = sum(layer.macs or 0 for layer in layers)
+    plan = choose(layers, set(), budget=150 / total)  # one step of 100, not two
+    assert plan.doubled == {"b1"}
+    assert plan.doubled_macs == 100
+
+
+def test_a_layer_price_is_frozen() -> None:
+    """Prices are read by several groups' chains: none may change one after the fact."""
+    import dataclasses
+
+    price = _layer("a", "g", 10, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        price.narrowed = 0.0  # type: ignore[misc]
