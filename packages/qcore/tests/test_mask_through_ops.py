@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from qcore.annotation import ops
+from qcore.annotation.claims import is_op
 from qcore.annotation.observable import additive_mask_value
 from qcore.testing.pt2e import exported
 
@@ -135,3 +136,32 @@ def test_a_fill_nested_in_fills_many_levels_deep_is_found_once() -> None:
     (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor]
     assert sum(str(n.target).startswith("aten.where") for n in gm.graph.nodes) == 31
     assert additive_mask_value(add.args[1], gm) == MIN
+
+
+def test_a_diamond_of_fills_without_a_huge_constant_visits_each_node_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thirty nested ``where``s each reading the previous one twice, none holding a huge
+    constant: the answer is None, found by looking at each node once (a walk that revisits
+    would take 2^30 steps: counted here, and stopped at a thousand)."""
+    from qcore.annotation import observable
+
+    class PlainDiamond(nn.Module):
+        def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+            keep, additive = mask.bool(), torch.zeros(6, 6) + 1.0
+            for _ in range(30):
+                additive = torch.where(keep, additive, additive)
+            return x + additive
+
+    gm = exported(PlainDiamond(), (torch.randn(6, 6), torch.ones(6, 6).long()))
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor and n.args[0].op == "placeholder"]
+    looked = []
+
+    def counted(node: object, ops: object) -> bool:
+        looked.append(node)
+        assert len(looked) < 1000, "the walk revisits nodes"
+        return is_op(node, ops)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(observable, "is_op", counted)
+    assert additive_mask_value(add.args[1], gm) is None
+    assert 0 < len(looked) < 200

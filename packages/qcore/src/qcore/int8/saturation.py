@@ -202,7 +202,8 @@ def _codes_near_ties_up(weight: Tensor, half_ranges: Tensor | float) -> Tensor:
     shape = (-1,) + (1,) * (weight.dim() - 1)
     quotient = weight / scales.reshape(shape)
     magnitude = torch.floor(quotient.abs() + 0.5 + _TIE_MARGIN)
-    return torch.clamp(torch.sign(quotient) * magnitude, -128, 127)
+    # |quotient| <= 127.5 (the scale's half range), so only the top can pass int8's
+    return torch.clamp(torch.sign(quotient) * magnitude, max=127)
 
 
 def range_cost_db(
