@@ -342,3 +342,20 @@ def test_masks_are_found_through_fills_and_evaluated_when_constant(
     keep[1, -2:] = False
     gm, mask = _mask_of(ConstantMask(keep), torch.randn(2, 6))
     assert additive_mask_value(mask, gm) == MIN
+
+
+def test_only_a_claimed_annotation_is_checked() -> None:
+    """An annotation not yet claimed (``_annotated`` False: written by a transform or an
+    annotator that then declined) is no quantizer's: nothing to name; the same annotation
+    claimed names the int64 indices it would observe."""
+    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation
+
+    from qcore._torch_private import Q_ANNOTATION_KEY
+
+    gm = exported(TupleOutputs(), (torch.randn(2, 6),))
+    maximum = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.max.dim)
+    spec = int8_config().output_activation
+    maximum.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=False)
+    assert non_float_quantized(maximum) == []
+    maximum.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=True)
+    assert non_float_quantized(maximum) == [f"{maximum.name} (torch.int64)"]
