@@ -11,6 +11,8 @@ the caller's own input tensor come out as eager computes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import graph_lowering as gl
 import pytest
 import torch
@@ -104,21 +106,31 @@ def test_a_bf16_kernel_adds_a_float32_residual_inside_the_kernel(cast_back: bool
     assert sqnr(lowered.eager.float(), lowered.output.float()) >= BF16_DB
 
 
+def _post_op_into(
+    post: Callable[[torch.Tensor], torch.Tensor], qrange: tuple[int, int, torch.dtype],
+    scale: float, zero_point: int, *, seed: int, spread: float = 2.0,
+) -> gl.Lowered:
+    """A linear, ``post`` on its float output, then a fused output quantize on ``qrange``
+    (``(qmin, qmax, dtype)``), lowered on 64 rows of ``spread`` times normal inputs; one
+    kernel."""
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = post(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
+        return dq(q(y, scale, zero_point, qrange), scale, zero_point, qrange)
+
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(seed)) * spread
+    lowered = gl.lower(graph, [x])
+    assert len(lowered.kernels) == 1
+    return lowered
+
+
 def test_codes_below_a_narrow_ranges_minimum_are_clamped_to_it() -> None:
     """A fused output quantize to int8 ``[-127, 127]`` (the symmetric range, one code short
     of int8's) after a post-op with no bounds of its own (tanh): oneDNN clamps its codes to
     the dtype, and the values below ``-127.5`` steps must still come out as -127. Exact
     against eager, where many outputs lie below."""
-    narrow = (-127, 127, torch.int8)
     scale = 1 / 200  # tanh reaches -1 = -200 steps
-
-    def graph(x: torch.Tensor) -> torch.Tensor:
-        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
-        return dq(q(y, scale, 0, narrow), scale, 0, narrow)
-
-    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(4)) * 2
-    lowered = gl.lower(graph, [x])
-    assert len(lowered.kernels) == 1
+    lowered = _post_op_into(torch.tanh, (-127, 127, torch.int8), scale, 0, seed=4)
     # the one clamp the range needs: its top is int8's, which oneDNN saturates to anyway
     assert len(lowered.calls(torch.ops.aten.clamp_min.default)) == 1
     assert not lowered.calls(torch.ops.aten.clamp_max.default)
@@ -130,16 +142,8 @@ def test_codes_above_a_narrow_ranges_maximum_are_clamped_to_it() -> None:
     """The upper end: a fused output quantize to uint8 ``[0, 127]`` (7-bit activations)
     after tanh, whose codes oneDNN clamps to 255 only: the values beyond ``127`` steps must
     still come out as 127. Exact against eager, where many outputs lie above."""
-    seven_bit = (0, 127, torch.uint8)
     scale, zero_point = 1 / 100, 64  # tanh reaches 1 = code 164
-
-    def graph(x: torch.Tensor) -> torch.Tensor:
-        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
-        return dq(q(y, scale, zero_point, seven_bit), scale, zero_point, seven_bit)
-
-    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(5)) * 2
-    lowered = gl.lower(graph, [x])
-    assert len(lowered.kernels) == 1
+    lowered = _post_op_into(torch.tanh, (0, 127, torch.uint8), scale, zero_point, seed=5)
     # the one clamp the range needs: its bottom is uint8's, which oneDNN saturates to anyway
     assert len(lowered.calls(torch.ops.aten.clamp_max.default)) == 1
     assert not lowered.calls(torch.ops.aten.clamp_min.default)
@@ -232,15 +236,8 @@ def test_a_full_range_output_needs_no_clamp_of_its_own(dtype: torch.dtype) -> No
     dtype's whole range adds no clamp to the graph, and the codes are eager's (many at
     both ends here)."""
     qmin, qmax = (0, 255) if dtype == torch.uint8 else (-128, 127)
-    qrange, zero_point, scale = (qmin, qmax, dtype), (128 if dtype == torch.uint8 else 0), 1 / 200
-
-    def graph(x: torch.Tensor) -> torch.Tensor:
-        y = torch.tanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)))
-        return dq(q(y, scale, zero_point, qrange), scale, zero_point, qrange)
-
-    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(10)) * 2
-    lowered = gl.lower(graph, [x])
-    assert len(lowered.kernels) == 1
+    zero_point, scale = (128 if dtype == torch.uint8 else 0), 1 / 200
+    lowered = _post_op_into(torch.tanh, (qmin, qmax, dtype), scale, zero_point, seed=10)
     assert not lowered.calls(torch.ops.aten.clamp_min.default, torch.ops.aten.clamp_max.default)
     assert (lowered.eager == (qmin - zero_point) * scale).any()
     assert (lowered.eager == (qmax - zero_point) * scale).any()
@@ -248,20 +245,17 @@ def test_a_full_range_output_needs_no_clamp_of_its_own(dtype: torch.dtype) -> No
 
 
 def test_a_narrow_range_above_its_dtypes_minimum_bounds_the_merged_clamp() -> None:
-    """A relu merged into the float clamp that stands for a narrow output range
-    ``[16, 200]`` of uint8, zero point 100, after a hardtanh to ``[-3, 3]``: the float
-    clamp's lower bound is ``(16 - 100) s``, above the hardtanh's, and oneDNN saturates
-    only at code 0, so the bound alone keeps codes from falling below 16. Exact against
-    eager, where many outputs sit at 16."""
-    qrange, scale, zero_point = (16, 200, torch.uint8), 1 / 50, 100
+    """A hardtanh to ``[-3, 3]`` merged into the float clamp that stands for a narrow
+    output range ``[16, 200]`` of uint8, zero point 100: the float clamp's lower bound is
+    ``(16 - 100) s``, above the hardtanh's, and oneDNN saturates only at code 0, so the
+    bound alone keeps codes from falling below 16. Exact against eager, where many
+    outputs sit at 16."""
+    scale, zero_point = 1 / 50, 100
 
-    def graph(x: torch.Tensor) -> torch.Tensor:
-        y = F.hardtanh(LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128)), -3.0, 3.0)
-        return dq(q(y, scale, zero_point, qrange), scale, zero_point, qrange)
+    def hardtanh(y: torch.Tensor) -> torch.Tensor:
+        return F.hardtanh(y, -3.0, 3.0)
 
-    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(11)) * 3
-    lowered = gl.lower(graph, [x])
-    assert len(lowered.kernels) == 1
+    lowered = _post_op_into(hardtanh, (16, 200, torch.uint8), scale, zero_point, seed=11, spread=3.0)
     assert (lowered.eager == (16 - zero_point) * scale).float().mean() > 0.05  # it binds
     _exact(lowered)
 
