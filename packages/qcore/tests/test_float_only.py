@@ -355,7 +355,7 @@ def test_only_a_claimed_annotation_is_checked() -> None:
     gm = exported(TupleOutputs(), (torch.randn(2, 6),))
     maximum = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.max.dim)
     spec = int8_config().output_activation
-    maximum.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=False)
+    maximum.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec)  # not claimed
     assert non_float_quantized(maximum) == []
-    maximum.meta[Q_ANNOTATION_KEY] = QuantizationAnnotation(output_qspec=spec, _annotated=True)
+    set_annotation(maximum, output=spec)  # the same, claimed
     assert non_float_quantized(maximum) == [f"{maximum.name} (torch.int64)"]
