@@ -602,3 +602,20 @@ def test_each_conv_bn_annotator_is_named_for_the_convs_it_quantizes() -> None:
         assert annotator.description.startswith(f"{conv} → batch_norm")
         assert annotator.ops == (ops.CONV_TRANSPOSE if transposed else ops.CONV)
         assert annotator.training_pattern and not annotator.static
+
+
+def test_conv_bn_patterns_are_exported_only_for_a_graph_that_holds_a_batch_norm() -> None:
+    """Exporting the twelve conv-bn patterns costs seconds per process: an eval graph (no
+    batch_norm left) must not pay it, and a training graph must still be matched."""
+    from qcore.annotation import common_annotators as common
+
+    common._conv_bn_matcher.cache_clear()
+    example = (torch.randn(2, 3, 8, 8),)
+    # (an eval graph as prepare_pt2e annotates it: batch norms folded into their convs)
+    eval_graph = annotate(Common().set_global(_config()), exported(ConvChain().eval(), example))
+    assert common._conv_bn_matcher.cache_info().currsize == 0
+    assert len(quantizing(eval_graph)) >= 4  # (the convs were annotated all the same)
+    trained = annotate(Common().set_global(_config(qat=True)), exported(ConvBn().train(), example))
+    assert common._conv_bn_matcher.cache_info().currsize > 0
+    # the batch_norm after the bias-less conv observes its output: a match of the pattern
+    assert _short(trained, _config(qat=True))["batch_norm_1"].get("output") == "act"

@@ -243,6 +243,12 @@ def _conv_bn_matcher(conv_fn: Callable[..., Any], rank: int, relu: Callable[...,
     return named_subgraph_matcher(graph, ignore_literals=True)
 
 
+def _is_batch_norm(node: Node) -> bool:
+    """Any batch_norm op, whichever overload export produced (aten.batch_norm on newer
+    torch, _native_batch_norm_legit and its variants on older ones)."""
+    return node.op == "call_function" and "batch_norm" in str(node.target)
+
+
 def conv_bn_annotator(relu: bool, transpose: bool) -> Callable[..., Partitions]:
     """conv[_transpose] → batch_norm [→ relu], as QAT graphs hold them before folding."""
     fns = (F.conv_transpose1d, F.conv_transpose2d) if transpose else (F.conv1d, F.conv2d)
@@ -251,9 +257,14 @@ def conv_bn_annotator(relu: bool, transpose: bool) -> Callable[..., Partitions]:
     def annotate(
         gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
     ) -> Partitions:
-        # matching needs the unused batch_norm outputs gone
+        # matching needs the unused batch_norm outputs gone (upstream's annotators remove
+        # dead code here on every graph, and so do these)
         gm.graph.eliminate_dead_code()
         gm.recompile()
+        # every pattern holds a batch_norm: without one (any eval graph) nothing can match,
+        # and exporting the twelve patterns would cost seconds per process for nothing
+        if not any(_is_batch_norm(node) for node in gm.graph.nodes):
+            return []
         matches = [
             m
             for (rank, fn), r in itertools.product(enumerate(fns, start=1), relus)
