@@ -313,6 +313,19 @@ PLUGIN_FIELDS = {"qconfig_mapping": _mapping}
     assert all(r.ok for r in _prepare_convert(check_backend("twobitchip", min_sqnr_db=0)).values())
 
 
+def test_the_floor_is_inclusive(
+    install_backend: InstallBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pattern whose SQNR lands exactly on the floor meets it (the floor is documented as
+    the lowest SQNR that passes); a floor a hair above that SQNR fails it."""
+    install_backend("exactfloorchip", GOOD)
+    monkeypatch.setattr("qcore.testing.backend.sqnr", lambda reference, actual: 20.0)
+    at_floor = _prepare_convert(check_backend("exactfloorchip", min_sqnr_db=20.0))
+    assert at_floor and all(r.ok for r in at_floor.values()), at_floor
+    above = _prepare_convert(check_backend("exactfloorchip", min_sqnr_db=20.000001))
+    assert above and not any(r.ok for r in above.values()), above
+
+
 def test_a_fuser_returning_the_wrong_module_fails(install_backend: InstallBackend) -> None:
     install_backend(
         "wrongfuser",
