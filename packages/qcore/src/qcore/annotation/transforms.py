@@ -121,13 +121,10 @@ def conv3d_as_conv2d(gm: GraphModule) -> GraphModule:
     ``transform_for_annotation``). Batched inputs of static shape only; the new nodes keep
     the conv's metadata, so module scopes still find it (an operator scope now sees
     ``conv2d``)."""
-    changed = False
     for node in list(gm.graph.nodes):
         if is_op(node, CONV3D) and _static_batched_conv3d(node):
             _replace_conv3d(gm, node)
-            changed = True
-    if changed:
-        gm.recompile()
+    gm.recompile()
     return gm
 
 
