@@ -94,8 +94,9 @@ def input_statistics(observer: Any, quant_max: int | None = None) -> InputStatis
     width = (hi - lo) / histogram.numel()
     centers = lo + width * (torch.arange(histogram.numel(), dtype=torch.float64) + 0.5)
     weights = histogram.double() / histogram.double().sum()
-    qmin = int(getattr(observer, "quant_min", 0))
-    own = getattr(observer, "native_quant_max", getattr(observer, "quant_max", 255))
+    # (every observer with a min_val and max_val has its grid's bounds)
+    qmin = int(observer.quant_min)
+    own = getattr(observer, "native_quant_max", observer.quant_max)
     qmax = quant_max if quant_max is not None else int(own)
     codes = torch.clamp(torch.round(centers / scale) + zero_point, qmin, qmax)
     rounding = (codes - zero_point) * scale - centers
