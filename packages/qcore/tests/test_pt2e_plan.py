@@ -262,3 +262,30 @@ def test_seven_bits_are_priced_at_the_rounding_they_add_over_eight() -> None:
 
     assert seven_bit(1e-4) == 0.0
     assert seven_bit(4e-4) == pytest.approx(3 * seven_bit(2e-4), rel=1e-9) and seven_bit(2e-4) > 0
+
+
+def test_a_layer_on_more_positions_counts_less_in_proportion() -> None:
+    """Across layers, one on P positions counts 1/P (large feature maps sit early, and the
+    zoo's measured sensitivities fall with P). With a zero-mean input the layer's signal
+    and its 7-bit noise both vary per position, so pooling over positions cancels in
+    their ratio and only the 1/P weight is left: the same layer's price on 4 positions is
+    half its price on 2."""
+    from types import SimpleNamespace
+
+    from qcore.int8.noise import InputStatistics
+    from qcore.int8.pt2e_plan import _Layer, _price
+
+    weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+
+    def seven_bit(positions: int) -> float:
+        layer = _Layer(
+            "fc", SimpleNamespace(weight=weight, quant_min=-127, quant_max=127),
+            SimpleNamespace(dtype=torch.uint8, quant_max=255), 128, positions, False,
+        )
+        price = _price(layer, InputStatistics(0.0, 1.0, 1e-4), InputStatistics(0.0, 1.0, 3e-4))
+        assert price is not None
+        return price.seven_bit
+
+    assert seven_bit(2) > 0
+    assert seven_bit(4) == pytest.approx(seven_bit(2) / 2, rel=1e-9)
+    assert seven_bit(1) == pytest.approx(4 * seven_bit(4), rel=1e-9)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
-    from torch import nn
+    from torch import Tensor, nn
     from torch.fx import GraphModule
 
 # PT2E ---------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def fold_batch_norms(graph: GraphModule) -> None:
     _fuse_linear_bn_(graph)
 
 
-def is_fake_tensor(value: object) -> bool:
+def is_fake_tensor(value: object) -> TypeGuard[Tensor]:
     """Whether ``value`` is the FakeTensor export records in ``node.meta["val"]``."""
     from torch._subclasses import FakeTensor
 

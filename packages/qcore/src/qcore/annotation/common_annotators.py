@@ -212,13 +212,12 @@ def reject_grouped_transpose(
 
 def _conv_bn_example(rank: int) -> tuple[torch.Tensor, ...]:
     """Inputs to trace the conv-bn pattern at ``rank`` spatial dims: x, weight, bias and
-    batch_norm's four tensors. Only their shapes matter (the matcher ignores literals);
-    a generator of its own leaves torch's global RNG as the user seeded it."""
-    generator = torch.Generator().manual_seed(0)
+    batch_norm's four tensors. Only their shapes matter (the matcher ignores literals, and
+    tracing reads no values), so ones: no draw from torch's RNG, which the user seeded."""
     return (
-        torch.randn(1, 1, *(3,) * rank, generator=generator),
-        torch.randn(1, 1, *(1,) * rank, generator=generator),
-        *(torch.randn(1, generator=generator) for _ in range(5)),
+        torch.ones(1, 1, *(3,) * rank),
+        torch.ones(1, 1, *(1,) * rank),
+        *(torch.ones(1) for _ in range(5)),
     )
 
 

@@ -63,7 +63,7 @@ def _non_float_dtypes(val: object) -> list[torch.dtype]:
 def non_quantizable_reason(node: Node, gm: GraphModule) -> str | None:
     """Why an activation input cannot be observed, or None if it can."""
     val = node.meta.get("val")
-    if val is None or not is_fake_tensor(val):
+    if not is_fake_tensor(val):  # (None is no fake tensor)
         return "input has no traced tensor value"
     if val.dtype != torch.float32:
         return f"input is a non-float tensor ({val.dtype})"
