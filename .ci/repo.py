@@ -170,6 +170,7 @@ def _set_env(text: str) -> dict[str, str]:
 def tox_envs() -> dict[str, ToxEnv]:
     """Every env of tox's env list, in its order."""
     parser = _tox()
+    samples = mutation_samples()
     envs: dict[str, ToxEnv] = {}
     for name in env_names():
         section = f"testenv:{name}"
@@ -177,6 +178,8 @@ def tox_envs() -> dict[str, ToxEnv]:
         commands = _value(parser, section, "commands_pre") + _value(parser, section, "commands")
         tests = set_env.get("QTESTS", "").split()
         scripts = re.findall(r"\{toxinidir\}/(\.ci/[\w.-]+)", commands)
+        if name in samples:  # CI's mutation sample runs in it after its tests
+            scripts += [".ci/sample_mutants", ".ci/mutants.py", ".ci/mutants.toml", ".ci/mutants_equivalent.toml"]
         envs[name] = ToxEnv(
             name=name,
             installs=tuple(strip_extras(s) for s in set_env.get("QPACKAGES", "").split()),
@@ -184,6 +187,16 @@ def tox_envs() -> dict[str, ToxEnv]:
             set_env=set_env,
         )
     return envs
+
+
+def mutation_samples() -> dict[str, list[str]]:
+    """env -> the arguments of CI's mutation sample in it (``.ci/sample_mutants``'s case
+    arms: ``--sample N`` and its ``--target`` patterns)."""
+    text = (ROOT / ".ci" / "sample_mutants").read_text()
+    return {
+        env: [a.strip("'") for a in args.split()]
+        for env, args in re.findall(r"^\s+(\w+)\) sample=\(([^)]*)\)", text, re.M)
+    }
 
 
 def affected(changed: list[str]) -> list[str]:

@@ -105,7 +105,9 @@ JOB = """
           python-version: "{python}"
       - run: python -m pip install -c constraints.txt tox tox-uv
       - run: python -m tox run -e {env}
-"""
+{mutants}"""
+#: the step a package env's job ends with when CI samples mutants there (.ci/sample_mutants)
+MUTANTS = "      - run: .ci/sample_mutants {env}\n"
 
 
 def job_id(env: str) -> str:
@@ -115,8 +117,10 @@ def job_id(env: str) -> str:
 def render() -> str:
     common = {"runner": RUNNER, "checkout": CHECKOUT, "setup_python": SETUP_PYTHON,
               "python": PYTHON}  # fmt: skip
+    samples = repo.mutation_samples()
     jobs = [
-        JOB.format(job=job_id(env), env=env, title_json=json.dumps(title(env)), **common)
+        JOB.format(job=job_id(env), env=env, title_json=json.dumps(title(env)),
+                   mutants=MUTANTS.format(env=env) if env in samples else "", **common)
         for env in repo.env_names()
     ]
     return HEADER + "".join(jobs)

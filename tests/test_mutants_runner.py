@@ -482,18 +482,30 @@ def test_the_md_table_parser_reads_what_a_person_reads() -> None:
 
 
 def ci_samples() -> dict[str, tuple[list[str], list[str]]]:
-    """env -> (the --target patterns of the mutants.py call its commands end with, the
-    folders its pytest run covers), for every env of the env list that runs one."""
+    """env -> (the --target patterns of CI's sample in it, the folders its pytest run
+    covers), for every env ``.ci/sample_mutants`` samples."""
     repo = mutants.repo
-    samples = {}
-    for name, env in repo.tox_envs().items():
-        commands = repo._value(repo._tox(), f"testenv:{name}", "commands")
-        calls = [line for line in commands.splitlines() if ".ci/mutants.py" in line]
-        if calls:
-            (call,) = calls
-            assert "--baseline-report {work_dir}/results/{env_name}.xml" in call, call
-            samples[name] = (re.findall(r"--target (\S+)", call), env.set_env["QTESTS"].split())
-    return samples
+    envs = repo.tox_envs()
+    return {
+        name: (re.findall(r"--target (\S+)", " ".join(args)), envs[name].set_env["QTESTS"].split())
+        for name, args in repo.mutation_samples().items()
+    }
+
+
+def test_ci_runs_each_sample_after_the_command_in_its_env_on_that_runs_report() -> None:
+    """``.ci/run`` runs the README's command, then ``.ci/sample_mutants`` for each sampled
+    env, which runs ``mutants.py`` in that env (``tox exec``) with the env's JUnit report
+    as the baseline; the hosted workflow's job for the env does the same after its run."""
+    run = (ROOT / ".ci" / "run").read_text()
+    command = run.index("python -m tox run-parallel")
+    loop = re.search(r"^for env in ([\w ]+); do\n\s+echo.*\n\s+\.ci/sample_mutants \"\$env\"", run, re.M)
+    assert loop is not None and loop.start() > command
+    assert loop[1].split() == list(mutants.repo.mutation_samples())
+    script = (ROOT / ".ci" / "sample_mutants").read_text()
+    assert 'tox exec -e "$1" -- python .ci/mutants.py --seed ci --baseline-report ".tox/results/$1.xml"' in script
+    workflow = (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    for env in mutants.repo.mutation_samples():
+        assert f"      - run: python -m tox run -e {env}\n      - run: .ci/sample_mutants {env}\n" in workflow
 
 
 def test_ci_samples_every_target_after_the_run_of_all_its_tests() -> None:

@@ -2,7 +2,8 @@
 against torchao 0.18's flow (its quantizer and its passes), each in the fresh interpreter
 of its lowering mode (``lower_models.py``, run by ``probe_modes.py``): a reused-ReLU ResNet, a MobileNet-style net (hardswish, ReLU6,
 SiLU, squeeze-excite, residual adds), an Inception-style net (cat and pools), a
-transformer block and an MLP; and the same models quantized by the XNNPACK quantizer.
+transformer block and an MLP; and two of them (the ResNet and the MLP) quantized by the
+XNNPACK quantizer (signed int8 activations; test_lowering_signed.py has the rest).
 
 These hold on hosts with and without VNNI: there, torchao's flow saturates and ours
 stays exact (ops that can overflow run on a doubled reduction, one kernel each): the
@@ -15,6 +16,7 @@ from typing import Any
 
 import lowering_zoo as zoo
 import pytest
+from lower_models import XNNPACK_MODELS
 
 MODELS = ["resnet_reused", "mobilenet", "inception", "transformer", "mlp"]
 
@@ -53,8 +55,10 @@ def test_sqnr_no_more_than_1_db_below_torchaos_flow(
     assert mine["sqnr_compiled"] >= theirs["sqnr_compiled"] - 1, (ours["_host"], mine, theirs)
 
 
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("quantizer", ["x86", "xnnpack"])
+@pytest.mark.parametrize(
+    ("model", "quantizer"),
+    [*((m, "x86") for m in MODELS), *((m, "xnnpack") for m in XNNPACK_MODELS)],
+)
 def test_compiled_is_exactly_the_eager_converted_model(
     ours: dict[str, Any], model: str, quantizer: str
 ) -> None:
@@ -63,7 +67,7 @@ def test_compiled_is_exactly_the_eager_converted_model(
     zoo.assert_exact(mine["codes_compiled_vs_eager"])
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", XNNPACK_MODELS)
 def test_xnnpack_quantized_models_use_onednn_int8_kernels(
     ours: dict[str, Any], model: str
 ) -> None:
