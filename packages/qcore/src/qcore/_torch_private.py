@@ -80,6 +80,12 @@ def _pattern_key(pattern: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     return (wrapper, code, cells, defaults, inputs, named)
 
 
+#: The exported pattern graphs, by :func:`_pattern_key`, for the whole process: a block
+#: nested in another (the conformance kit's, inside a test session's) reuses what any
+#: block exported before, since a graph depends on nothing the key leaves out.
+_EXPORTED_PATTERNS: dict[Any, GraphModule] = {}
+
+
 @contextlib.contextmanager
 def reused_pattern_graphs() -> Iterator[None]:
     """Within the block, torchao exports each of its fixed rewrite patterns once.
@@ -93,7 +99,7 @@ def reused_pattern_graphs() -> Iterator[None]:
 
     modules = [importlib.import_module(name) for name in _PATTERN_EXPORT_USERS]
     original = getattr(modules[0], _PATTERN_EXPORTER)
-    kept: dict[Any, GraphModule] = {}
+    kept = _EXPORTED_PATTERNS
 
     def exported(pattern: Callable[..., Any], example_inputs: tuple[Any, ...],
                  is_cuda: bool = False, **kwargs: Any) -> GraphModule:  # fmt: skip
