@@ -314,7 +314,8 @@ def binary_annotator(targets: frozenset[Any], with_relu: bool) -> Callable[..., 
                 partition = [op]
             if is_annotated(partition) or not passes(filter_fn, partition):
                 continue
-            inputs = [a for a in op.args[:2] if isinstance(a, Node)]
+            # (the schemas' two positional arguments: add's alpha is keyword-only)
+            inputs = [a for a in op.args if isinstance(a, Node)]
             if any(non_quantizable_reason(a, gm) for a in inputs):
                 continue
             act_qspec = get_input_act_qspec(config)
