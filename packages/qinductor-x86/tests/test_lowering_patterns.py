@@ -184,3 +184,35 @@ def test_a_weight_that_is_no_frozen_constant_stays_float_and_says_why(probes: An
     assert measured["kernels"] == []
     assert any("its weight is not a frozen constant" in reason for reason in measured["reasons"])
     zoo.assert_exact(measured["codes"])
+
+
+def test_a_dynamic_batch_compiles_on_the_doubled_route_exactly() -> None:
+    """Exported with a dynamic batch and compiled with ``dynamic=True`` for the avx2
+    route: the input's shape is unknown when the weight is prepacked (oneDNN takes no
+    shape hint then), and each linear whose pairs can overflow still runs on its doubled
+    reduction, one kernel each, exact against the eager converted model on a batch of
+    another size than the export's."""
+    from torch._inductor.utils import run_and_get_code
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    with torch.no_grad():  # two full-scale input channels: their u8 x s8 pair sums overflow
+        model[0].weight.mul_(0.1)
+        model[0].weight[:, :2] = 1.0
+    batch = torch.export.Dim("batch")
+    with qcore.host.targeting("avx2"):
+        exported = torch.export.export(model, (zoo.example(6, 64),), dynamic_shapes=({0: batch},))
+        prepared = prepare_pt2e(exported.module(), qcore.get_quantizer("x86", weight_rule="per_layer"))
+        for seed in range(1, 4):
+            prepared(zoo.example(6, 64, seed=seed))
+        converted = convert_pt2e(prepared)
+        inputs = (zoo.example(5, 64, seed=9),)
+        eager = zoo.eager_reference(converted, inputs)
+        lowering = qcore.get_lowering("x86")
+        with zoo.fresh_compile(), lowering, torch.no_grad():
+            output, code = run_and_get_code(torch.compile(converted, dynamic=True), *inputs)
+    result = zoo.Lowered(eager.output, output, "\n".join(code), lowering.report(), {}, eager.tie_variants)
+    assert re.search(r"\bs\d+\b", result.code), "the batch was specialized: nothing dynamic compiled"
+    assert result.count("reduction doubled") == 2
+    assert len(result.kernels) == result.report.int8_kernels == 2
+    zoo.assert_exact(result.codes)
