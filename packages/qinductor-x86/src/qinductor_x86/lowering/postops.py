@@ -37,7 +37,9 @@ from qinductor_x86.lowering.kernels import (
 from qinductor_x86.postop_table import ADD, POST_OPS, PostOp
 
 FLOATS = (torch.float32, torch.bfloat16)
-INT8_RANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
+#: The codes a fused output quantize writes: uint8's, as the signed pass (signed.py) has
+#: re-based every int8 activation, a fused output included, before any fusion runs.
+UINT8_RANGE = (0, 255)
 
 #: No post-op: the output quantize alone fuses into the kernel (a clamp to nothing, so a
 #: narrower output range folds into it as a hardtanh).
@@ -181,9 +183,9 @@ def _unary_kernel(node: Node) -> QConv | QLinear:
 
 def _fusable_quantize(ctx: CompileContext, match: Any, anchor: Node) -> bool:
     k = match.kwargs
-    full = INT8_RANGES.get(k["o_dtype"])
-    if full is None or not full[0] <= k["o_qmin"] <= k["o_qmax"] <= full[1]:
-        return ctx.decline(anchor, "its output is not int8 or uint8")
+    low, high = UINT8_RANGE
+    if k["o_dtype"] is not torch.uint8 or not low <= k["o_qmin"] <= k["o_qmax"] <= high:
+        return ctx.decline(anchor, "its output is not uint8")
     return isinstance(k["o_scale"], float) and isinstance(k["o_zp"], int)
 
 
@@ -224,7 +226,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         unary = row.unary
         post = Unary(unary.attr, [float(kwargs[s]) for s in unary.scalars], unary.algorithm)
         qrange = (kwargs.get("o_qmin"), kwargs.get("o_qmax"))
-        narrow = row.quantized_output and qrange != INT8_RANGES[kwargs["o_dtype"]]
+        narrow = row.quantized_output and qrange != UINT8_RANGE
         # a kernel without oneDNN's hardtanh (conv1d) keeps its post-op; its codes are clamped
         if narrow and row.side is None and unary.clamps is not None and kernel_name(kernel) in HARDTANH_KERNELS:
             post, narrow = _range_as_hardtanh(unary, post, kwargs), False
@@ -240,7 +242,7 @@ def _rewriter(row: Row) -> Callable[..., None]:
         with ctx.graph.inserting_before(anchor):
             fused = ctx.call(target, fused_kernel.to_args())
             if narrow:
-                fused = _clamp_codes(ctx, fused, kwargs["o_qmin"], kwargs["o_qmax"], kwargs["o_dtype"])
+                fused = _clamp_codes(ctx, fused, kwargs["o_qmin"], kwargs["o_qmax"])
         anchor.replace_all_uses_with(fused)
         match.erase_nodes()
         replaced = [*match.nodes, x, *erased_extra]
@@ -309,11 +311,11 @@ def _range_as_hardtanh(unary: PostOp, post: Unary, kwargs: dict[str, Any]) -> Un
     return Unary("hardtanh", [max(low, clamp_low), min(high, clamp_high)], "")
 
 
-def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int, dtype: Any) -> Node:
+def _clamp_codes(ctx: CompileContext, codes: Node, qmin: int, qmax: int) -> Node:
     """oneDNN clamps a fused output's codes to its dtype; a narrower quant range (7-bit
     activations) is one more clamp on the codes, exact since the ranges nest. Upper bound
     first: ``clamp_max(clamp_min(x))`` is what torch's copy takes for a hardtanh post-op."""
-    low, high = INT8_RANGES[dtype]
+    low, high = UINT8_RANGE
     if qmax < high:
         codes = ctx.call(ops.aten.clamp_max.default, (codes, qmax))
     if qmin > low:
