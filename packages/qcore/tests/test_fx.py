@@ -472,3 +472,32 @@ def test_an_empty_sequential_call_is_no_layer(backends: None) -> None:
                                     prepare_custom_config=custom)
     assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
     assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]
+
+
+class WrappedSlot(nn.Module):
+    """A linear followed by a one-layer ``nn.Sequential``, kept whole by
+    ``prepare_custom_config``: FX quantizes no layer inside a container it calls whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 8)
+        self.slot = nn.Sequential(nn.Linear(8, 8))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.slot(self.linear(x))
+
+
+def test_a_one_layer_sequential_called_whole_is_no_layer(backends: None) -> None:
+    """Only fused modules (``LinearReLU``: a sequence) are unwrapped to their layer; the
+    container's linear has no weight observer and runs in float, so it is no weighted
+    layer either, and ``linear`` alone is."""
+    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+
+    from qcore.int8.fx_ranges import weighted_layers
+
+    custom = PrepareCustomConfig().set_non_traceable_module_names(["slot"])
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(WrappedSlot().eval(), "fxref", (torch.rand(4, 16),),
+                                    prepare_custom_config=custom)
+    assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
+    assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]

@@ -246,6 +246,14 @@ def add_load_state_dict_pre_hook(
     module._register_load_state_dict_pre_hook(hook, with_module=with_module)  # type: ignore[no-untyped-call]
 
 
+def is_fused_module(module: object) -> TypeGuard[nn.Sequential]:
+    """Whether ``module`` is one of torch's fused modules (``ConvReLU2d``, ``LinearReLU``,
+    ...), a sequence of the modules it fuses: torch keeps their base class private."""
+    from torch.ao.nn.intrinsic.modules.fused import _FusedModule
+
+    return isinstance(module, _FusedModule)
+
+
 # end FX convert -----------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from torch.ao.quantization.observer import ObserverBase
 from torch.fx import GraphModule, Node
 from torch.utils.hooks import RemovableHandle
 
+from qcore import _torch_private as private
 from qcore.int8.calibration import InputRecorder
 from qcore.int8.saturation import Geometry, RangeChoice, choose_weight_ranges
 from qcore.int8.weight_ranges import TargetWeightObserver
@@ -46,8 +47,10 @@ def _conv_geometry(conv: nn.modules.conv._ConvNd) -> Geometry | None:
 
 
 def _root_module(module: nn.Module) -> nn.Module:
-    """The conv/linear inside a fused module (``ConvReLU2d`` -> its ``Conv2d``)."""
-    while isinstance(module, nn.Sequential) and len(module) > 0:
+    """The conv/linear inside a fused module (``ConvReLU2d`` -> its ``Conv2d``); any other
+    module as it is: a container called whole (a non-traceable ``nn.Sequential``) is one
+    FX quantizes nothing inside, so no weighted layer, whatever it holds."""
+    while private.is_fused_module(module):
         module = module[0]
     return module
 
