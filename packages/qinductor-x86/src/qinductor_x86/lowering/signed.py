@@ -69,7 +69,8 @@ def _readers(quant: Node) -> _Readers:
     while stack:
         source = stack.pop()
         for user in source.users:
-            if user.target in ops.DEQUANTIZE and user.args[0] is source and user.args[5] is torch.int8:
+            # (the dequantize of an int8 quantize's codes is int8's: a PT2E pair shares its dtype)
+            if user.target in ops.DEQUANTIZE and user.args[0] is source:
                 found.dequantizes.append(user)
             elif user.target in ops.MOVES and user.args[0] is source:  # (one source: met once)
                 found.moves.append(user)
