@@ -246,9 +246,10 @@ def _rewriter(row: Row) -> Callable[..., None]:
         anchor.replace_all_uses_with(fused)
         match.erase_nodes()
         replaced = [*match.nodes, x, *erased_extra]
+        # the old kernel and the residual's dequantize were read only inside the match (the
+        # checks decline anything else): they go with it
         for node in (x, *erased_extra):
-            if not node.users:
-                ctx.graph.erase_node(node)
+            ctx.graph.erase_node(node)
         kind = KERNELS[x.target].kind
         dtype = "int8" if row.quantized_output else "float"
         ctx.record(

@@ -67,7 +67,7 @@ def doubled_weight(weight: torch.Tensor) -> torch.Tensor:
     ``g`` of the activation after :func:`doubled_codes`.
     """
     out = torch.zeros((weight.shape[0], 2 * weight.shape[1], *weight.shape[2:]), dtype=weight.dtype)
-    out[:, 0::2] = weight
+    out[:, ::2] = weight
     return out
 
 
