@@ -273,3 +273,27 @@ def test_a_conv1d_fuses_its_relu_though_it_has_no_add_post_op() -> None:
     (kernel,) = lowered.kernels
     assert "relu" in kernel.args and not lowered.calls(torch.ops.aten.relu.default), kernel.args
     _exact(lowered)
+
+
+OTHER_LINEAR = Weight.make(6, 16, 16)
+
+
+def test_of_two_kernel_outputs_added_the_left_operands_kernel_takes_the_add() -> None:
+    """``linear_a(x) + linear_b(y)``: a linear adds any tensor of its output's shape, so
+    either kernel could take the add. The kernel-on-the-left pattern is registered before
+    its mirror, so the left operand's linear becomes the
+    binary kernel, reading ``x``'s codes (scale 0.02), and ``linear_b`` stays plain; exact
+    against eager."""
+
+    def graph(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        left = LINEAR.linear(dq(q(x, 0.02, 128), 0.02, 128))
+        right = OTHER_LINEAR.linear(dq(q(y, 0.03, 100), 0.03, 100))
+        return left + right
+
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(12))
+    y = torch.randn(4, 16, generator=torch.Generator().manual_seed(13))
+    lowered = gl.lower(graph, [x, y])
+    (binary,) = lowered.calls(ops.QLINEAR_BINARY)
+    (plain,) = lowered.calls(ops.QLINEAR)
+    assert (binary.args[1], plain.args[1]) == (0.02, 0.03), (binary.args, plain.args)
+    _exact(lowered)
