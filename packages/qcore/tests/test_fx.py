@@ -501,3 +501,27 @@ def test_a_one_layer_sequential_called_whole_is_no_layer(backends: None) -> None
                                     prepare_custom_config=custom)
     assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
     assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]
+
+
+class BufferWeight(nn.Module):
+    """``F.linear`` on a buffer: a constant the model holds, not a trained parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", _one_hot_linear(18).weight.detach().clone())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.w)
+
+
+def test_a_functional_layer_on_a_buffer_is_no_weighted_layer(backends: None) -> None:
+    """Its weight input is observed like a parameter's, but only parameters are the
+    weights whose range is decided per layer: no layer, and the flow converts."""
+    from qcore.int8.fx_ranges import weighted_layers
+
+    x = torch.rand(8, 16, generator=torch.Generator().manual_seed(19))
+    with host.targeting("avx2"):
+        prepared = qcore.fx.prepare(BufferWeight().eval(), "fxref", (x,))
+    observed = next(n for n in prepared.graph.nodes if n.target is F.linear).args[1]
+    assert observed.op == "call_module" and observed.args[0].op == "get_attr"
+    assert weighted_layers(prepared) == []

@@ -289,3 +289,30 @@ def test_a_layer_on_more_positions_counts_less_in_proportion() -> None:
     assert seven_bit(2) > 0
     assert seven_bit(4) == pytest.approx(seven_bit(2) / 2, rel=1e-9)
     assert seven_bit(1) == pytest.approx(4 * seven_bit(4), rel=1e-9)
+
+
+def test_narrowing_is_priced_at_the_noise_it_adds_over_the_full_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A layer that can overflow pays for its narrowed weights the rounding noise they add
+    over the full range's: nothing when the narrowed grid is the full one (as if no channel
+    needed narrowing), and a positive price for the real narrowed grid."""
+    from types import SimpleNamespace
+
+    from qcore.int8 import pt2e_plan
+    from qcore.int8.noise import InputStatistics
+    from qcore.int8.pt2e_plan import _Layer, _price
+
+    weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+    weight[:, :2] = 4.0  # two full-scale input channels: their pair sums overflow
+    layer = _Layer(
+        "fc", SimpleNamespace(weight=weight, quant_min=-128, quant_max=127),
+        SimpleNamespace(dtype=torch.uint8, quant_max=255), 128, 4, False,
+    )
+    statistics = InputStatistics(0.5, 0.5, 1e-4)
+    real = _price(layer, statistics, None)
+    assert real is not None and real.can_overflow and real.narrowed > 0
+    monkeypatch.setattr(pt2e_plan, "never_overflow_half_ranges", lambda w, native, full: [full] * w.shape[0])
+    unchanged = _price(layer, statistics, None)
+    assert unchanged is not None and unchanged.can_overflow
+    assert unchanged.narrowed == 0.0

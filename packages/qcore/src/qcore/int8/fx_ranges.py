@@ -136,9 +136,10 @@ def _functional_layer(gm: GraphModule, node: Node) -> tuple[Tensor, Geometry] | 
     attr = observer_node.args[0]
     if not (isinstance(attr, Node) and attr.op == "get_attr"):
         return None
-    weight = gm.get_parameter(str(attr.target)) if _is_param(gm, attr) else None
-    if weight is None:
-        return None
+    try:
+        weight = gm.get_parameter(str(attr.target))
+    except AttributeError:
+        return None  # a buffer or a constant: no trained weight whose range is decided here
     if node.target is torch.nn.functional.linear:
         return weight, Geometry.linear()
     spatial = weight.dim() - 2
@@ -158,14 +159,6 @@ def _per_dim(value: object, dims: int) -> tuple[int, ...] | None:
     if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
         return tuple(value)
     return None
-
-
-def _is_param(gm: GraphModule, attr: Node) -> bool:
-    try:
-        gm.get_parameter(str(attr.target))
-    except AttributeError:
-        return False
-    return True
 
 
 def weighted_layers(gm: GraphModule) -> list[WeightedLayer]:
