@@ -384,3 +384,17 @@ def test_min_max_statistics_treat_the_range_as_uniform() -> None:
     assert mean == pytest.approx(float(x.mean()), rel=1e-2)
     assert mean_square == pytest.approx(float((x**2).mean()), rel=1e-2)
     assert noise == pytest.approx(float(((rounded - x) ** 2).mean()), rel=2e-2)
+
+
+def test_an_input_with_no_spread_has_no_statistics() -> None:
+    """Calibrated on one value (``min_val == max_val``), an input has no range to put a grid
+    on, so there is nothing to price: no statistics, as for an uncalibrated observer."""
+    from torchao.quantization.pt2e import HistogramObserver, MinMaxObserver
+
+    from qcore.int8.pt2e_plan import input_statistics
+
+    for observer in (HistogramObserver(dtype=torch.uint8), MinMaxObserver(dtype=torch.uint8)):
+        assert input_statistics(observer) is None  # never calibrated: min inf, max -inf
+        observer(torch.full((64,), 0.75))
+        assert float(observer.min_val) == float(observer.max_val) == 0.75
+        assert input_statistics(observer) is None, type(observer).__name__
