@@ -31,10 +31,12 @@ import ast
 import fnmatch
 import hashlib
 import importlib.util
+import os
 import random
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import tomllib
@@ -268,6 +270,13 @@ class Verdict:
     why: str = ""  # for an error: what went wrong, then the tail of pytest's output
 
 
+def own_inductor_cache() -> str:
+    """Inductor's cache directory for this run's test processes: the one the environment
+    names (tox sets one per env), else a new one, so that no other run on the machine
+    (another sample, another checkout) shares compiled kernels with this one."""
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mutants-inductor-"))
+
+
 def run_tests(tests: tuple[str, ...], timeout: float) -> Run:
     """The tests, in a fresh interpreter (short tracebacks: :func:`raised_at_import` reads
     their frame lines)."""
@@ -468,6 +477,7 @@ def main(argv: list[str]) -> int:
         help="the JUnit XML of the run of these tests that just finished in this env",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    own_inductor_cache()
     chosen = chosen_targets(args.target)
     everything = [m for t in chosen for m in mutants_of(t)]
     if args.list:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -517,3 +518,16 @@ def test_ci_samples_every_target_after_the_run_of_all_its_tests() -> None:
         (env,) = envs
         folders = samples[env][1]
         assert all(any(t.startswith(f.rstrip("/") + "/") for f in folders) for t in target.tests), (env, target)
+
+
+def test_a_run_compiles_in_an_inductor_cache_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a cache directory in the environment, the run's test processes get a new
+    one (two samples on one machine once shared the default and a baseline failed); one
+    the environment names (tox's, per env) is kept."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    first = mutants.own_inductor_cache()
+    assert Path(first).is_dir() and not any(Path(first).iterdir())
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == first
+    assert mutants.own_inductor_cache() == first  # (the run's, from then on)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/tox/set")
+    assert mutants.own_inductor_cache() == "/somewhere/tox/set"
