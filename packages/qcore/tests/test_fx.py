@@ -459,21 +459,6 @@ class EmptySlot(nn.Module):
         return self.slot(self.linear(x))
 
 
-def test_an_empty_sequential_call_is_no_layer(backends: None) -> None:
-    """The empty container carries the backend's qconfig like every module, but has no
-    conv or linear inside: only ``linear`` is a weighted layer."""
-    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
-
-    from qcore.int8.fx_ranges import weighted_layers
-
-    custom = PrepareCustomConfig().set_non_traceable_module_names(["slot"])
-    with host.targeting("avx2"):
-        prepared = qcore.fx.prepare(EmptySlot().eval(), "fxref", (torch.rand(4, 16),),
-                                    prepare_custom_config=custom)
-    assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
-    assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]
-
-
 class WrappedSlot(nn.Module):
     """A linear followed by a one-layer ``nn.Sequential``, kept whole by
     ``prepare_custom_config``: FX quantizes no layer inside a container it calls whole."""
@@ -487,17 +472,19 @@ class WrappedSlot(nn.Module):
         return self.slot(self.linear(x))
 
 
-def test_a_one_layer_sequential_called_whole_is_no_layer(backends: None) -> None:
-    """Only fused modules (``LinearReLU``: a sequence) are unwrapped to their layer; the
-    container's linear has no weight observer and runs in float, so it is no weighted
-    layer either, and ``linear`` alone is."""
+@pytest.mark.parametrize("model", [EmptySlot, WrappedSlot], ids=["empty", "one layer"])
+def test_a_sequential_called_whole_is_no_layer(backends: None, model: type[nn.Module]) -> None:
+    """A container kept whole carries the backend's qconfig like every module, but FX
+    quantizes nothing inside it: empty, it holds no layer; holding one, that linear has no
+    weight observer and runs in float. Only fused modules (``LinearReLU``: a sequence)
+    are unwrapped to their layer, so ``linear`` alone is a weighted layer."""
     from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
 
     from qcore.int8.fx_ranges import weighted_layers
 
     custom = PrepareCustomConfig().set_non_traceable_module_names(["slot"])
     with host.targeting("avx2"):
-        prepared = qcore.fx.prepare(WrappedSlot().eval(), "fxref", (torch.rand(4, 16),),
+        prepared = qcore.fx.prepare(model().eval(), "fxref", (torch.rand(4, 16),),
                                     prepare_custom_config=custom)
     assert any(n.op == "call_module" and n.target == "slot" for n in prepared.graph.nodes)
     assert [layer.node.target for layer in weighted_layers(prepared)] == ["linear"]
