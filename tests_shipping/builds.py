@@ -7,8 +7,8 @@ converted model the file was made from), for the deployed side (``deployed.py``)
   ``gpt2_bert.pt2``, GPT-2 and BERT of the Hugging Face zoo by the x86 quantizer on the
   VNNI route; ``functional_convs_x86.pt2``, the functional convolutions by the XNNPACK
   quantizer on the AVX2 route, every conv on a doubled reduction.
-* phones: an ExecuTorch ``.pte`` with the XNNPACK delegate for every zoo model and for the
-  functional convolutions, each with the delegation report of its lowering; ExecuTorch's
+* phones: ExecuTorch ``.pte`` files with the XNNPACK delegate: one for every zoo model
+  (``zoo.pte``, the models side by side), one for the functional convolutions, each with the delegation report of its lowering; ExecuTorch's
   own quantizer on the functional convolutions, lowered but not written (it cannot be);
   the mixed-layer model (``qcore.testing.models.MixedLayers``) by the quantizer derived
   from the ``executorch`` FX backend.
@@ -204,23 +204,45 @@ def _write(edge: Any, inputs: tuple[torch.Tensor, ...], program: Program, path: 
     program.file = path
 
 
-def zoo_programs(folder: Path) -> dict[str, Program]:
-    """Every zoo model, cut to its first layer, by the XNNPACK quantizer (per-channel),
-    calibrated as ``transformers_zoo.quantize`` does (seeds 1 to 4), as a ``.pte``."""
-    programs = {}
-    for name in transformers_zoo.MODELS:
-        model, inputs = transformers_zoo.build(name)
-        model, batch = transformers_zoo.first_layer(model), inputs(transformers_zoo.HELD_OUT)
-        quantizer = qcore.get_quantizer("xnnpack", is_per_channel=True)
-        prepared = prepare_pt2e(qcore.export(copy.deepcopy(model), inputs(0)), quantizer)
-        with torch.no_grad():
-            for seed in range(1, 5):
-                prepared(*inputs(seed))
-        edge, programs[name] = _lower(convert_pt2e(prepared), batch)
-        with torch.no_grad():
-            programs[name].reference = [model(*batch)]
-        _write(edge, batch, programs[name], folder / f"{name}.pte")
-    return programs
+class _Zoo(nn.Module):
+    """Every zoo model, cut to its first layer, side by side on its own inputs (given one
+    model's after another): one export and one lowering, whose fixed costs (ExecuTorch's
+    decompositions and verifiers, run per program) are paid once instead of per model."""
+
+    def __init__(self, models: list[nn.Module], arities: list[int]) -> None:
+        super().__init__()
+        self.models, self.arities = nn.ModuleList(models), arities
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outputs, start = [], 0
+        for model, arity in zip(self.models, self.arities, strict=True):
+            outputs.append(model(*inputs[start : start + arity]))
+            start += arity
+        return tuple(outputs)
+
+
+def zoo_program(folder: Path) -> Program:
+    """Every zoo model (its outputs in ``transformers_zoo.MODELS``' order), cut to its first
+    layer, by the XNNPACK quantizer (per-channel), each calibrated as
+    ``transformers_zoo.quantize`` does (seeds 1 to 4), as one ``.pte``."""
+    built = [transformers_zoo.build(name) for name in transformers_zoo.MODELS]
+    models = [transformers_zoo.first_layer(model) for model, _ in built]
+
+    def inputs(seed: int) -> tuple[torch.Tensor, ...]:
+        return tuple(t for _, by_seed in built for t in by_seed(seed))
+
+    arities = [len(by_seed(0)) for _, by_seed in built]
+    model, batch = _Zoo(models, arities).eval(), inputs(transformers_zoo.HELD_OUT)
+    quantizer = qcore.get_quantizer("xnnpack", is_per_channel=True)
+    prepared = prepare_pt2e(qcore.export(copy.deepcopy(model), inputs(0)), quantizer)
+    with torch.no_grad():
+        for seed in range(1, 5):
+            prepared(*inputs(seed))
+    edge, program = _lower(convert_pt2e(prepared), batch)
+    with torch.no_grad():
+        program.reference = list(model(*batch))
+    _write(edge, batch, program, folder / "zoo.pte")
+    return program
 
 
 @dataclass

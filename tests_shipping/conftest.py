@@ -49,8 +49,8 @@ def x86_packages(
 
 
 @pytest.fixture(scope="session")
-def zoo_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, builds.Program]:
-    return builds.zoo_programs(tmp_path_factory.mktemp("zoo"))
+def zoo_program(tmp_path_factory: pytest.TempPathFactory) -> builds.Program:
+    return builds.zoo_program(tmp_path_factory.mktemp("zoo"))
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +69,7 @@ def derived_program(tmp_path_factory: pytest.TempPathFactory) -> builds.DerivedP
 def torch_only(
     guide: tuple[Path, str],
     x86_packages: dict[str, builds.Package],
-    zoo_programs: dict[str, builds.Program],
+    zoo_program: builds.Program,
     functional_programs: builds.FunctionalPrograms,
     derived_program: builds.DerivedProgram,
 ) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def torch_only(
     files = [
         *(folder / name for name in builds.GUIDE_TORCH_ONLY),
         *(package.file for package in x86_packages.values()),
-        *(program.file for program in zoo_programs.values()),
+        zoo_program.file,
         functional_programs.ours.file,
         derived_program.program.file,
     ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 from builds import FunctionalPrograms, Program
 from shipped import deployed_outputs
 
@@ -36,9 +37,9 @@ MIN_SQNR_VS_EAGER = 40.0
 
 
 @pytest.fixture(scope="module")
-def zoo(zoo_programs: dict[str, Program], torch_only: dict[str, Any]) -> dict[str, Program]:
+def zoo(zoo_program: Program, torch_only: dict[str, Any]) -> Program:
     assert torch_only["imported"] == []
-    return zoo_programs
+    return zoo_program
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +50,18 @@ def functional(
     return functional_programs
 
 
+@pytest.fixture(scope="module")
+def zoo_outputs(zoo: Program) -> dict[str, torch.Tensor]:
+    """What the ``.pte`` computes for each model, in ``MODELS``' order."""
+    assert zoo.file is not None
+    outputs = deployed_outputs(zoo.file)
+    assert len(outputs) == len(zoo.eager) == len(MODELS)
+    return dict(zip(MODELS, outputs, strict=True))
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_zoo_model_runs_as_a_pte_computing_its_eager_codes(
-    zoo: dict[str, Program], name: str
+    zoo: Program, zoo_outputs: dict[str, torch.Tensor], name: str
 ) -> None:
     """Exact: the ``.pte`` computes the eager converted model with its biases rounded to
     int32 as XNNPACK adds them, and the eager model as it is within one step (the rounded
@@ -61,26 +71,23 @@ def test_every_zoo_model_runs_as_a_pte_computing_its_eager_codes(
     eager output's range and counts a value more than a thousandth of a step from eager's
     as a step off: with equal int8 codes inside, only fp32 summation order lies between
     the two (within 3e-5 of a step), while one int8 code that differs moves the values
-    after it by a share of a step. >= 25 dB against float."""
-    program = zoo[name]
-    assert program.file is not None
-    (output,) = deployed_outputs(program.file)
-    difference = compare_codes(program.int32_bias_eager[0], output)
+    after it by a share of a step. >= 25 dB against float. (The models run side by side
+    in one program, each on its own inputs.)"""
+    index, output = list(MODELS).index(name), zoo_outputs[name]
+    difference = compare_codes(zoo.int32_bias_eager[index], output)
     assert difference.exact, str(difference)
-    assert compare_codes(program.eager[0], output).worst <= 1
-    assert sqnr(program.reference[0], output) >= MIN_SQNR_VS_FLOAT
+    assert compare_codes(zoo.eager[index], output).worst <= 1
+    assert sqnr(zoo.reference[index], output) >= MIN_SQNR_VS_FLOAT
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_xnnpack_takes_every_quantized_op_of_the_zoo(zoo: dict[str, Program], name: str) -> None:
+def test_xnnpack_takes_every_quantized_op_of_the_zoo(zoo: Program) -> None:
     """No quantize or dequantize is left outside XNNPACK's delegate calls (counted in the
     lowered program), and the delegation report says so; what it leaves to the portable
     runtime is float (embeddings, layer norms, the attention mask's integer ops)."""
-    program = zoo[name]
-    assert program.delegate_calls > 0 and program.quantized_outside == []
-    assert program.report.delegate_calls == program.delegate_calls
-    assert program.report.quantized_left_out == []
-    assert any(kind.endswith("(int8)") for kind in program.report.taken)
+    assert zoo.delegate_calls > 0 and zoo.quantized_outside == []
+    assert zoo.report.delegate_calls == zoo.delegate_calls
+    assert zoo.report.quantized_left_out == []
+    assert any(kind.endswith("(int8)") for kind in zoo.report.taken)
 
 
 # functional convolutions: ours against ExecuTorch's quantizer ----------------------------

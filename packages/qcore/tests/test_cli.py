@@ -306,8 +306,25 @@ def test_an_unexpected_error_is_one_line_and_a_hint(
         main(["show", "anything", "--debug"])  # after the command too
 
 
-def test_debug_prints_the_traceback_of_a_broken_plugin(fake_dist: FakeDist) -> None:
+def test_debug_prints_the_traceback_of_a_broken_plugin(
+    fake_dist: FakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--debug`` a broken plugin, a bad flag and an unknown name are reported
+    without a traceback (in process); with it, as the ``qcore`` command runs, the
+    interpreter prints the traceback of what went wrong (its own process)."""
     root = one_plugin(fake_dist, "qbackend-broken", "broken", "qbroken_debug.plugin")
+
+    assert main(["show", "broken"]) == 1  # the show table reports the broken kind
+    assert main(["check", "broken"]) == 1
+    with pytest.raises(SystemExit) as usage:
+        main(["show", "broken", "--nosuchflag"])
+    assert usage.value.code == 2  # argparse's usage error
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert main(["show", "nosuch"]) == 2
+    unknown = capsys.readouterr()
+    assert len(unknown.err.splitlines()) == 2 and "Traceback" not in unknown.out + unknown.err
+
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -320,20 +337,10 @@ def test_debug_prints_the_traceback_of_a_broken_plugin(fake_dist: FakeDist) -> N
             check=False,
         )
 
-    plain = run("show", "broken")
-    assert plain.returncode == 1, plain.stderr  # the show table reports the broken kind
-    assert "Traceback" not in plain.stdout + plain.stderr
-    plain = run("check", "broken")
-    assert plain.returncode == 1 and "Traceback" not in plain.stdout + plain.stderr
-    error = run("show", "broken", "--nosuchflag")
-    assert error.returncode == 2 and "Traceback" not in error.stderr  # argparse's usage error
-
     debug = run("--debug", "show", "broken")
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
     assert "ModuleNotFoundError: No module named 'qbroken_debug'" in debug.stderr
-    unknown = run("show", "nosuch")
-    assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 2
     unknown = run("show", "nosuch", "--debug")
     assert "Traceback" in unknown.stderr and "PluginNotFoundError" in unknown.stderr
 

@@ -128,6 +128,7 @@ def test_kernels_and_numbers(sides: dict[str, dict[str, Any]], graph: str) -> No
         zoo.assert_exact(ours["codes"])
     assert ours["target"] in TARGETS
     assert not any("non-saturating" in name for name in ours["lowered"]), ours["lowered"]
+    assert ours["inputs_unchanged"]  # the compiled model does not write into its inputs
 
 
 @pytest.mark.parametrize("graph", FP16)

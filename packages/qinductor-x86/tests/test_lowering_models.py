@@ -1,9 +1,9 @@
 """Held-out models, our quantizer and our lowering alone (torch 2.13's copy switched off),
 against torchao 0.18's flow (its quantizer and its passes), each in the fresh interpreter
 of its lowering mode (``lower_models.py``, run by ``probe_modes.py``): a reused-ReLU ResNet, a MobileNet-style net (hardswish, ReLU6,
-SiLU, squeeze-excite, residual adds), an Inception-style net (cat and pools), a
-transformer block and an MLP; and two of them (the ResNet and the MLP) quantized by the
-XNNPACK quantizer (signed int8 activations; test_lowering_signed.py has the rest).
+SiLU, squeeze-excite, residual adds), a transformer block and an MLP (cat and pools on
+full-range weights: test_architecture_accuracy.py's ShuffleNetV2); and two of them (the
+ResNet and the MLP) quantized by the XNNPACK quantizer (signed int8 activations; test_lowering_signed.py has the rest).
 
 These hold on hosts with and without VNNI: there, torchao's flow saturates and ours
 stays exact (ops that can overflow run on a doubled reduction, one kernel each): the
@@ -18,7 +18,7 @@ import lowering_zoo as zoo
 import pytest
 from lower_models import XNNPACK_MODELS
 
-MODELS = ["resnet_reused", "mobilenet", "inception", "transformer", "mlp"]
+MODELS = ["resnet_reused", "mobilenet", "transformer", "mlp"]
 
 
 PROBED = (("standalone", "models"), ("reference", "models"))

@@ -11,7 +11,6 @@ test_lowering_saturation.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import lowering_zoo as zoo
@@ -28,27 +27,27 @@ from qcore.metrics import sqnr
 BF16_DB = 44.0
 
 #: Parts of the fresh interpreters of probe_modes.py that this module reads (conftest.py)
-PROBED = (("standalone", "runtime_weight"),)
+PROBED = (("standalone", "runtime_weight"), ("standalone", "counters"))
 
-#: name -> (model, inputs); small enough to compile in a few seconds each
-CASES: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
-    "conv post-ops and residual": lambda: (zoo.ConvStem(), (zoo.example(2, 3, 16, 16),)),
-    "pool, cat and flatten on codes": lambda: (zoo.PoolCat(), (zoo.example(2, 4, 16, 16),)),
-    "linear on 3-D and strided inputs": lambda: (zoo.Linear3D(), (zoo.example(4, 6, 16),)),
-    "linear residuals": lambda: (zoo.LinearResidual(), (zoo.example(8, 24),)),
-}
+#: Graphs of the counter zoo (lowering_counters_probe.py) that compose several patterns,
+#: compiled there by this lowering alone, weights narrowed.
+COMPOSED = (
+    "conv stem (zoo)",  # conv post-ops and a residual
+    "pool, cat, flatten (zoo)",  # pools, cat and flatten on codes
+    "linear, 3-D inputs",
+    "linear + add (+ relu)",  # linear residuals
+)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_compiled_is_exact_and_leaves_its_inputs_alone(case: str) -> None:
-    model, inputs = CASES[case]()
-    converted = zoo.narrow_weights(zoo.quantize(model, inputs, "x86"))
-    used = tuple(t.clone() for t in inputs)
-    result = zoo.lower(converted, used)
-    assert result.kernels and result.report.int8_kernels == len(result.kernels)
-    zoo.assert_exact(result.codes)
-    # the compiled model must not write into its inputs (torch's copy does, for linear + x)
-    assert all(torch.equal(a, b) for a, b in zip(inputs, used, strict=True))
+@pytest.mark.parametrize("graph", COMPOSED)
+def test_compiled_is_exact_and_leaves_its_inputs_alone(probes: Any, graph: str) -> None:
+    """Every int8 kernel in the generated code is one the report counts; the codes are the
+    eager converted model's; the compiled model does not write into its inputs (torch's
+    copy does, for linear + x)."""
+    result = probes.result("standalone", "counters")[graph]
+    assert result["kernels"] and result["reported_kernels"] == len(result["kernels"]), result
+    zoo.assert_exact(result["codes"])
+    assert result["inputs_unchanged"]
 
 
 def test_full_range_models_keep_their_accuracy() -> None:

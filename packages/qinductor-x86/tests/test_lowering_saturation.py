@@ -138,3 +138,15 @@ def test_never_overflow_weights_leave_nothing_to_double() -> None:
     assert not any("reduction doubled" in name for name in result.report.lowered)
     assert len(result.kernels) == len(weights)
     zoo.assert_exact(result.codes)
+
+
+def test_a_pair_sum_of_exactly_int16_max_fits_and_one_code_more_does_not() -> None:
+    """The judge's boundary: 32767 is an int16, so a weight pair whose worst sum reaches
+    exactly that on its activation range (here 151 x (127 + 90)) stays on the plain
+    reduction; one weight code more (151 x 218) takes the doubled one."""
+    avx2 = qcore.host.parse_target("avx2")
+    exact = saturation.judge(torch.tensor([[127, 90]], dtype=torch.int8), 151, avx2)
+    assert (exact.worst, exact.double) == (32767, False)
+    over = saturation.judge(torch.tensor([[127, 91]], dtype=torch.int8), 151, avx2)
+    assert (over.worst, over.double) == (32918, True)
+

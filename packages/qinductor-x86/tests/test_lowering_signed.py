@@ -72,6 +72,9 @@ def test_codes_read_through_views_and_by_other_ops_are_rebased_exactly() -> None
     gm.recompile()
     dequantized = {n.args[5] for n in gm.graph.nodes if n.target is qd.dequantize_per_tensor.default}
     assert dequantized == {torch.uint8}
+    # the view and the permute pass the re-based codes on: only their dtype changes
+    moves = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.view.default, torch.ops.aten.permute.default)]
+    assert len(moves) == 2 and {n.meta["val"].dtype for n in moves} == {torch.uint8}
     for want, got in zip(expected, gm(x, codes), strict=True):
         assert want.dtype == got.dtype and torch.equal(want, got)
 

@@ -122,3 +122,16 @@ def test_1d_and_2d_convs_run_on_int8_kernels_and_a_3d_one_says_why_not(dims: int
     reasons = [node.reason for node in lowered.record.left_in_float]
     assert any("3-D convolution has no lowering" in r for r in reasons) != lowered_to_int8, reasons
     _exact(lowered)
+
+
+def test_a_prepack_gets_a_static_inputs_shape_and_no_shape_for_a_symbolic_one() -> None:
+    """oneDNN's prepack may specialize on the activation's shape only where every size is
+    known: a symbolic batch (``dynamic=True``) gives it none."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from qinductor_x86.lowering.prepack import static_shape
+
+    assert static_shape(torch.empty(4, 8)) == [4, 8]
+    traced = make_fx(lambda x: x + 1, tracing_mode="symbolic")(torch.empty(4, 8))
+    (symbolic,) = [n.meta["val"] for n in traced.graph.nodes if n.op == "placeholder"]
+    assert static_shape(symbolic) is None

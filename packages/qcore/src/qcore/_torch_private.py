@@ -80,6 +80,33 @@ def _pattern_key(pattern: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
     return (wrapper, code, cells, defaults, inputs, named)
 
 
+def _traced_pattern(
+    pattern: nn.Module, example_inputs: tuple[Any, ...], kwargs: dict[str, Any]
+) -> GraphModule:
+    """torchao's graph of a rewrite pattern, as ``_get_aten_graph_module_for_pattern`` makes
+    it, traced without Dynamo. torchao exports each pattern with strict ``torch.export``
+    (about 0.3 s each, ~40 per QAT model with a conv-bn); a non-strict export of these
+    straight-line tensor functions gives the same aten graph, op for op and argument for
+    argument (``tests/test_torch_private.py``), in about a fifth of the time, once the
+    guard check that ``.module()`` adds is dropped."""
+    import torch
+
+    graph: GraphModule = torch.export.export(pattern, example_inputs, kwargs, strict=False).module()
+    for node in list(graph.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
+            graph.graph.erase_node(node)
+    if hasattr(graph, "_guards_fn"):
+        delattr(graph, "_guards_fn")
+    graph.graph.eliminate_dead_code()
+    # as torchao: .module() copies mutated inputs back, which a pattern never needs
+    for node in list(graph.graph.nodes):
+        if node.op == "call_function" and node.target == torch.ops.aten.copy_.default and not node.users:
+            graph.graph.erase_node(node)
+    graph.graph.eliminate_dead_code()
+    graph.recompile()
+    return graph
+
+
 #: The exported pattern graphs, by :func:`_pattern_key`, for the whole process: a block
 #: nested in another (the conformance kit's, inside a test session's) reuses what any
 #: block exported before, since a graph depends on nothing the key leaves out.
@@ -93,9 +120,12 @@ def reused_pattern_graphs() -> Iterator[None]:
     ``prepare_qat_pt2e`` and ``convert_pt2e`` re-export about 30 small conv-bn patterns
     with strict ``torch.export`` (Dynamo) on every call on a model with batch norms, a
     second or more each, though a pattern's graph depends only on its code and its example
-    inputs' shapes: the graph is kept per pattern and each caller gets its own copy."""
+    inputs' shapes: the graph is kept per pattern (traced without Dynamo:
+    :func:`_traced_pattern`) and each caller gets its own copy."""
     import copy
     import importlib
+
+    import torch
 
     modules = [importlib.import_module(name) for name in _PATTERN_EXPORT_USERS]
     original = getattr(modules[0], _PATTERN_EXPORTER)
@@ -108,9 +138,15 @@ def reused_pattern_graphs() -> Iterator[None]:
             graph: GraphModule = original(pattern, example_inputs, is_cuda, **kwargs)
             return graph
         if key not in kept:
-            kept[key] = original(pattern, example_inputs, is_cuda, **kwargs)
+            kept[key] = (
+                _traced_pattern(pattern, example_inputs, kwargs)
+                if isinstance(pattern, torch.nn.Module) and not is_cuda
+                else original(pattern, example_inputs, is_cuda, **kwargs)
+            )
         return copy.deepcopy(kept[key])
 
+    # (``inspect.unwrap`` reaches torchao's own through nested blocks)
+    functools.update_wrapper(exported, original)
     bound = [getattr(module, _PATTERN_EXPORTER) for module in modules]
     qat_utils = modules[1]
     helpers = {name: getattr(qat_utils, name) for name in _CONV_BN_HELPERS}
