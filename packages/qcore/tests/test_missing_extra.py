@@ -8,6 +8,7 @@ the module were not installed), against fake plugin distributions.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -93,6 +94,33 @@ def _qcore(*args: str, blocked: Sequence[str], paths: Sequence[Path] = (),
     """The ``qcore`` command (its console script calls ``main``), with ``blocked`` absent."""
     source = "from qcore.cli import main\nraise SystemExit(main(sys.argv[1:]))\n"
     return _fresh(source, blocked=blocked, paths=paths, args=args, env=env)
+
+
+#: Each command of ``sys.argv[1:]`` (JSON lists), as the console script runs it, in turn:
+#: its exit status and what it printed.
+_COMMANDS = """
+import contextlib, io, json
+from qcore.cli import main
+import qcore.testing.fresh as fresh
+ran = []
+for argv in map(json.loads, sys.argv[1:]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    ran.append([code, out.getvalue(), err.getvalue()])
+fresh.emit(ran)
+"""
+
+
+def _qcore_runs(*commands: Sequence[str], blocked: Sequence[str], paths: Sequence[Path] = ()) -> list[Outcome]:
+    """Several ``qcore`` commands, one after the other in one fresh interpreter where
+    ``blocked`` is absent (each an :class:`Outcome` of its exit status and output)."""
+    outcome = _fresh(_COMMANDS, blocked=blocked, paths=paths, args=[json.dumps(list(c)) for c in commands])
+    assert outcome.ok, outcome.describe()
+    return [Outcome(code, out, err) for code, out, err in outcome.result()]
 
 
 # the public API ----------------------------------------------------------------------
@@ -226,20 +254,21 @@ except Exception as exc:
 
 def test_show_and_check_of_a_quantizer_say_the_extra_in_one_line(fake_dist: FakeDist) -> None:
     root = _install_fx_only(fake_dist)
-    show = _qcore("show", "quantizer:tiny", blocked=["torchao"], paths=[root])
+    show, check, backend = _qcore_runs(
+        ["show", "quantizer:tiny"], ["check", "tiny", "quantizer:tiny"], ["show", "tiny"],
+        blocked=["torchao"], paths=[root],
+    )  # fmt: skip
     assert (show.returncode, show.stdout) == (2, "")
     assert show.stderr.splitlines() == [
         f"qcore: error: qcore show quantizer:tiny {NEEDS_TORCHAO}",
         HINT,
     ]
     # named, a quantizer needing the extra stops the command before any check runs
-    check = _qcore("check", "tiny", "quantizer:tiny", blocked=["torchao"], paths=[root])
     assert (check.returncode, check.stdout) == (2, "")
     assert check.stderr.splitlines() == [
         f"qcore: error: qcore check quantizer:tiny {NEEDS_TORCHAO}",
         HINT,
     ]
-    backend = _qcore("show", "tiny", blocked=["torchao"], paths=[root])
     assert backend.returncode == 0, backend.describe()
     assert backend.stdout.startswith("backend tiny (qbackend-tiny 1.0): 1 patterns\n")
 
@@ -290,14 +319,16 @@ def _fake_modules(root: Path, sources: dict[str, str]) -> Path:
 
 
 def test_demo_names_its_extra_after_checking_its_paths(tmp_path: Path) -> None:
-    bad_path = _qcore("demo", "--plot", str(tmp_path / "none" / "x.png"), blocked=DEMO_MODULES)
+    json_path = str(tmp_path / "demo.json")
+    bad_path, missing = _qcore_runs(
+        ["demo", "--plot", str(tmp_path / "none" / "x.png")], ["demo", "--json", json_path],
+        blocked=DEMO_MODULES,
+    )  # fmt: skip
     assert bad_path.returncode == 2
     assert bad_path.stderr.splitlines()[0] == (
         f"qcore: error: --plot {tmp_path / 'none' / 'x.png'}: "
         f"directory {tmp_path / 'none'} does not exist"
     )
-    json_path = str(tmp_path / "demo.json")
-    missing = _qcore("demo", "--json", json_path, blocked=DEMO_MODULES)
     assert (missing.returncode, missing.stdout) == (2, "")
     assert missing.stderr.splitlines() == [
         "qcore: error: qcore demo needs sklearn, which qcore-torch's 'demo' extra installs: "
@@ -316,14 +347,14 @@ def test_demo_needs_matplotlib_for_plot_only(tmp_path: Path) -> None:
             "tqdm.__init__": "",
         },
     )
-    plot = _qcore("demo", "--plot", str(tmp_path / "demo.png"),
-                  blocked=["matplotlib"], paths=[fakes])  # fmt: skip
+    plot, no_plot = _qcore_runs(
+        ["demo", "--plot", str(tmp_path / "demo.png")], ["demo", "--json", str(tmp_path / "demo.json")],
+        blocked=["matplotlib"], paths=[fakes],
+    )  # fmt: skip
     assert plot.returncode == 2
     assert plot.stderr.splitlines()[0] == (
         "qcore: error: qcore demo needs matplotlib, which qcore-torch's 'demo' extra "
         "installs: pip install 'qcore-torch[demo]'"
     )
-    no_plot = _qcore("demo", "--json", str(tmp_path / "demo.json"),
-                     blocked=["matplotlib"], paths=[fakes])  # fmt: skip
     assert no_plot.returncode == 1
     assert no_plot.stderr.splitlines()[0] == "qcore: error: RuntimeError: the work started"
