@@ -242,3 +242,15 @@ def test_a_layer_price_is_frozen() -> None:
     price = _layer("a", "g", 10, 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         price.narrowed = 0.0  # type: ignore[misc]
+
+
+def test_a_layer_of_unknown_size_counts_for_no_multiply_adds() -> None:
+    """``macs=None`` (a layer whose size the plan could not read) adds nothing to the
+    total the budget is a share of, and is never doubled: with it, a budget of 0.8 of the
+    known layer's 100 multiply-adds still cannot pay that layer's doubling (100)."""
+    known = LayerPrice("known", "a", 100, True, 0.5, 1e9)
+    unknown = LayerPrice("unknown", "b", None, True, 0.5, 1e9)
+    plan = choose([known, unknown], seven_bit_groups=(), budget=0.8)
+    assert plan.total_macs == 100
+    assert plan.doubled == frozenset() and plan.doubled_macs == 0
+    assert choose([known, unknown], seven_bit_groups=(), budget=1.0).doubled == {"known"}

@@ -9,6 +9,8 @@ plan's own report.
 
 from __future__ import annotations
 
+from typing import Any
+
 import int16_pairs as pairs
 import pytest
 import torch
@@ -22,7 +24,11 @@ from qcore import host
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET, DepthPlan
 from qcore.int8.pt2e_plan import ModelPlan
-from qcore.int8.pt2e_ranges import activation_observer_ctr, weight_observer_ctr
+from qcore.int8.pt2e_ranges import (
+    TargetHistogramObserver,
+    activation_observer_ctr,
+    weight_observer_ctr,
+)
 
 
 class _Uint8Quantizer(RegistryQuantizer):
@@ -316,3 +322,63 @@ def test_narrowing_is_priced_at_the_noise_it_adds_over_the_full_range(
     unchanged = _price(layer, statistics, None)
     assert unchanged is not None and unchanged.can_overflow
     assert unchanged.narrowed == 0.0
+
+
+def test_a_layer_without_statistics_or_weight_or_signal_has_no_price() -> None:
+    """What cannot be priced is not: a layer whose input has no statistics (never
+    calibrated, or one value throughout), whose weight observer has seen no weight, or
+    whose output carries no signal (an input that is zero throughout) gets no price; the
+    plan gives it never-overflow weights on an 8-bit input."""
+    from types import SimpleNamespace
+
+    from qcore.int8.noise import InputStatistics
+    from qcore.int8.pt2e_plan import _Layer, _price
+
+    weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+
+    def layer(w: Tensor | None) -> _Layer:
+        return _Layer(
+            "fc", SimpleNamespace(weight=w, quant_min=-128, quant_max=127),
+            SimpleNamespace(dtype=torch.uint8, quant_max=255), 128, 4, False,
+        )  # fmt: skip
+
+    statistics = InputStatistics(0.5, 0.5, 1e-4)
+    assert _price(layer(weight), statistics, None) is not None
+    assert _price(layer(weight), None, statistics) is None
+    assert _price(layer(None), statistics, statistics) is None
+    assert _price(layer(weight), InputStatistics(0.0, 0.0, 1e-4), None) is None
+
+
+def test_an_input_observer_that_cannot_requantize_is_never_offered_seven_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """7 bits are offered to the depth planner (``choose``) only for input observers that
+    can give their qparams on another grid (``qparams_at``): torchao's own histogram
+    observer on a layer that can overflow, with no budget to double it, gets never-overflow
+    weights on its 8-bit input; the same input through this package's observer is offered
+    7 bits, and takes them."""
+    from qcore.int8 import depth_plan, pt2e_plan
+
+    offered: list[set[object]] = []
+
+    def choose(priced: Any, seven: Any, budget: float) -> DepthPlan:
+        offered.append(set(seven))
+        return depth_plan.choose(priced, seven, budget)
+
+    monkeypatch.setattr(pt2e_plan, "choose", choose)
+    weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
+    weight[:, :2] = 4.0  # two full-scale input channels: their pair sums overflow
+    x = torch.rand(32, 16, generator=torch.Generator().manual_seed(4)) * 0.01
+    x[:, :2] = 1.0
+
+    def plan(observer: object) -> DepthPlan:
+        observer(x)  # type: ignore[operator]
+        model_plan = ModelPlan(budget=0.0)
+        model_plan.add("fc", _WeightOnly(weight), observer, weight.numel())
+        return model_plan.plan()
+
+    assert plan(HistogramObserver()).seven_bit == frozenset()
+    ours = TargetHistogramObserver()
+    assert plan(ours).seven_bit == {ours}
+    assert offered == [set(), {ours}]
+
