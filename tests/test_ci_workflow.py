@@ -14,9 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "xnnpack-reference",
-            "x86-reference",
-            "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
+ALL_ENVS = {"x86", "integration", "avx2-kernels", "shipping", "reference", "demo", "onednn", "xnnpack", "example", "qcore", "executorch", "dist", "type",
             "lint"}  # fmt: skip
 #: the older torch rows: qcore's adapter, the x86 lowering and the demo on each release
 ROW_ENVS = {f"{env}-torch{release}" for env in ("x86", "qcore", "demo") for release in ("2.13", "2.14")}
@@ -77,7 +75,7 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
          {"executorch", "integration", "shipping", "avx2-kernels", "demo", "dist", "type", "lint",
           "demo-torch2.13", "demo-torch2.14"}),
         ("packages/qquantizer-xnnpack/src/qquantizer_xnnpack/annotators.py",
-         {"xnnpack", "xnnpack-reference", "x86", "x86-reference", "avx2-kernels", "example",
+         {"xnnpack", "reference", "x86", "avx2-kernels", "example",
           "integration", "shipping", "demo", "dist", "type", "lint",
           *ROW_ENVS - {"qcore-torch2.13", "qcore-torch2.14"}}),
         # the core every package requires, and a file every env shares: everything

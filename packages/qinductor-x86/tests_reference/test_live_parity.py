@@ -2,7 +2,7 @@
 
 Annotations and ``convert_pt2e`` outputs (bit for bit) on the model zoo, for static,
 dynamic and QAT configs, and the scoping setters, on a VNNI int8 target (where the x86
-recipe and torchao's must agree exactly). Run by ``tox -e x86-reference``.
+recipe and torchao's must agree exactly). Run by ``tox -e reference``.
 """
 
 from __future__ import annotations

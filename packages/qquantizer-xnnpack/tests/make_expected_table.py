@@ -18,7 +18,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import et_reference  # noqa: E402
-import parity_models  # noqa: E402
+import xnnpack_parity_models as parity_models  # noqa: E402
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Annotations on real models equal ExecuTorch 1.5.1's, from the checked-in table that
 ``make_expected_table.py`` generated with the reference quantizer (no ExecuTorch needed),
-except where ``parity_models.DIFFERENCES`` lists a difference and its reason."""
+except where ``xnnpack_parity_models.DIFFERENCES`` lists a difference and its reason."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import parity_models as pm
+import xnnpack_parity_models as pm
 import pytest
 
 from qcore.testing.pt2e import differences

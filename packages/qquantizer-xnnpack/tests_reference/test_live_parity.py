@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import et_reference
-import parity_models as pm
+import xnnpack_parity_models as pm
 import pytest
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ def _pair(options: dict[str, Any]) -> tuple[Any, XNNPACKQuantizer]:
 def _assert_listed_differences_only(
     theirs: dict[str, Any], ours: dict[str, Any], model: str, config: str
 ) -> None:
-    """Identical, but for the differences ``parity_models.DIFFERENCES`` lists."""
+    """Identical, but for the differences ``xnnpack_parity_models.DIFFERENCES`` lists."""
     diff = pt2e.differences(theirs, ours)
     assert sorted(diff) == sorted(pm.expected_differences(model, config)), diff
 
@@ -60,7 +60,7 @@ PER_CHANNEL = "static_per_channel"  # the config of the cannot-calibrate test
     ],
 )
 def test_annotations_identical(model: str, config: str) -> None:
-    """Identical, but for the differences ``parity_models.DIFFERENCES`` lists (the other
+    """Identical, but for the differences ``xnnpack_parity_models.DIFFERENCES`` lists (the other
     cases are compared in the prepare of a flow, below)."""
     theirs, ours = _pair(pm.CONFIGS[config])
     _assert_listed_differences_only(
@@ -69,7 +69,7 @@ def test_annotations_identical(model: str, config: str) -> None:
 
 
 def _quantized(quantizer: Any, model: str) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
-    """:func:`parity_models.quantize_with`, and the annotations written in its prepare."""
+    """:func:`xnnpack_parity_models.quantize_with`, and the annotations written in its prepare."""
     recording = pt2e.Recording(quantizer)
     return pm.quantize_with(recording, model), recording.seen
 

@@ -5,7 +5,7 @@ Wherever ExecuTorch's quantizer runs (ViT, Whisper's encoder) the two write iden
 annotations and convert to bit-identical outputs. On the models with a padding mask
 (BERT, DistilBERT, GPT-2) ExecuTorch's calibration crashes (its scalar lifting makes the
 mask's integer indices float) and the annotations differ only where listed: the adds
-reading the additive mask, which ours leaves in float (``parity_models.MASK_REASON``).
+reading the additive mask, which ours leaves in float (``xnnpack_parity_models.MASK_REASON``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import et_reference
-import parity_models as pm
+import xnnpack_parity_models as pm
 import pytest
 import torch
 
