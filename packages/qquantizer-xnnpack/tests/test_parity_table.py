@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import xnnpack_parity_models as pm
 import pytest
+import xnnpack_parity_models as pm
 
 from qcore.testing.pt2e import differences
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config

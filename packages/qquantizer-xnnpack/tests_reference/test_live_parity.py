@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import et_reference
-import xnnpack_parity_models as pm
 import pytest
 import torch
+import xnnpack_parity_models as pm
 from torch import nn
 
 from qcore.metrics import sqnr

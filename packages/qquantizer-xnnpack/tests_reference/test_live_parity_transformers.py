@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import et_reference
-import xnnpack_parity_models as pm
 import pytest
 import torch
+import xnnpack_parity_models as pm
 
 from qcore.testing import pt2e
 from qcore.testing.transformers_zoo import MODELS, build, quantize
