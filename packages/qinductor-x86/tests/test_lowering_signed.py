@@ -62,7 +62,8 @@ def test_codes_read_through_views_and_by_other_ops_are_rebased_exactly() -> None
         a = qd.dequantize_per_tensor.default(moved, 0.05, 3, -128, 127, torch.int8)
         b = qd.dequantize_per_tensor.default(q, 0.1, -5, -128, 127, torch.int8)  # other qparams
         c = qd.dequantize_per_tensor.default(codes, 0.02, 0, -128, 127, torch.int8)
-        return a.softmax(-1), b, moved + 1, c  # moved + 1: an op on the int8 codes
+        # moved * 2: an op on the int8 codes that does not commute with the + 128
+        return a.softmax(-1), b, moved * 2, c
 
     x = torch.linspace(-9, 9, 24).reshape(6, 4)
     codes = torch.arange(-128, 128, dtype=torch.int8)
@@ -75,6 +76,9 @@ def test_codes_read_through_views_and_by_other_ops_are_rebased_exactly() -> None
     # the view and the permute pass the re-based codes on: only their dtype changes
     moves = [n for n in gm.graph.nodes if n.target in (torch.ops.aten.view.default, torch.ops.aten.permute.default)]
     assert len(moves) == 2 and {n.meta["val"].dtype for n in moves} == {torch.uint8}
+    # codes change dtype through int16 twice: back to int8 for the product, the input's to uint8
+    widened = [n for n in gm.graph.nodes if n.target is torch.ops.prims.convert_element_type.default and n.args[1] is torch.int16]
+    assert len(widened) == 2, gm.code
     for want, got in zip(expected, gm(x, codes), strict=True):
         assert want.dtype == got.dtype and torch.equal(want, got)
 
