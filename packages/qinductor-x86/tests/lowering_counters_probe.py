@@ -241,10 +241,6 @@ def torchs_lift_ups(converted: torch.fx.GraphModule) -> int:
 TARGETS = ("avx2", "avx512_vnni")
 
 
-def _outputs(value: Any) -> tuple[torch.Tensor, ...]:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
 def measure(name: str, ours: bool) -> dict[str, Any]:
     factory, inputs, config = GRAPHS[name]
     torch.manual_seed(0)
@@ -266,7 +262,7 @@ def measure(name: str, ours: bool) -> dict[str, Any]:
         "codes": result.codes_json(),
         "sqnr_vs_eager": min(
             sqnr(eager, output)
-            for eager, output in zip(_outputs(result.eager), _outputs(result.output), strict=True)
+            for eager, output in zip(zoo.as_tuple(result.eager), zoo.as_tuple(result.output), strict=True)
         ),
         "torchs_lift_ups": lift_ups,
     }

@@ -308,6 +308,11 @@ def compile_and_run(model: Any, inputs: tuple[torch.Tensor, ...]) -> tuple[torch
     return output, "\n".join(code)
 
 
+def as_tuple(value: Any) -> tuple[torch.Tensor, ...]:
+    """A model's output as a tuple of tensors (one tensor, or several)."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 def int8_kernel_calls(code: str) -> list[str]:
     """The oneDNN int8 kernels Inductor's generated code calls, one entry per call site."""
     return _KERNEL_CALL.findall(code)

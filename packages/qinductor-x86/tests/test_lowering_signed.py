@@ -154,10 +154,6 @@ CASES = {
 }
 
 
-def _tuple(value: Any) -> tuple[torch.Tensor, ...]:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
 def compile_case(case: Case) -> dict[str, Any]:
     """Quantize, compile with the lowering, and what the tests check, as JSON values."""
     torch.manual_seed(0)  # the zoo's nn.Linear layers are initialised at random
@@ -169,10 +165,10 @@ def compile_case(case: Case) -> dict[str, Any]:
     if case.narrow:
         zoo.narrow_weights(converted)
     with torch.no_grad():
-        reference = _tuple(model(*inputs))
+        reference = zoo.as_tuple(model(*inputs))
     result = zoo.lower(converted, inputs, target=case.target)
     report = result.report
-    outputs = list(zip(_tuple(result.eager), reference, _tuple(result.output), strict=True))
+    outputs = list(zip(zoo.as_tuple(result.eager), reference, zoo.as_tuple(result.output), strict=True))
     return {
         "error": None,
         "signed_codes": signed_codes,
