@@ -212,6 +212,24 @@ def test_a_linears_residual_read_only_by_the_add_is_summed_in_place() -> None:
     _exact(lowered)
 
 
+def test_a_convs_float_residual_that_is_no_dequantize_is_added_outside_the_kernel() -> None:
+    """A float-output conv plus the caller's own float tensor: oneDNN's conv sums in place
+    into a dequantized residual only (torch's passes fuse nothing else), so the add stays
+    after a plain conv kernel, the caller's tensor is as it was, and the output is eager's."""
+
+    def graph(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return CONV.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1) + r
+
+    r = _image(11, 8).contiguous(memory_format=torch.channels_last)
+    given = r.clone()
+    lowered = gl.lower(graph, [_image(10, 8), r])
+    assert torch.equal(r, given)
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QCONV
+    assert lowered.calls(torch.ops.aten.add.Tensor)
+    _exact(lowered)
+
+
 def test_a_residual_of_another_shape_is_not_fused() -> None:
     """An added tensor broadcast against the kernel's output (one row for every row): the
     binary kernels add same-shape tensors only, so the add stays outside the kernel and

@@ -72,6 +72,23 @@ def test_kernels_take_the_weight_zero_points_as_int32(kind: str) -> None:
     _exact(lowered)
 
 
+def test_a_weight_multiplied_without_its_transpose_is_no_linears_weight() -> None:
+    """``x @ w.permute(0, 1)`` on a square per-channel weight: the permute is the identity,
+    so the channels the scales run along are the ones the product sums over, which no
+    kernel's per-output-channel scales can express. Only ``w.t()`` (``permute(1, 0)``)
+    makes a linear: this one stays float, code for code eager's."""
+    weight = Weight.make(6, 16, 16)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        x = dq(q(x, 0.02, 128), 0.02, 128)
+        return torch.addmm(weight.bias, x, weight.dequantized().permute(0, 1))
+
+    lowered = gl.lower(graph, [_rows(5, 6, 16)])
+    assert not lowered.kernels, [k.target for k in lowered.kernels]
+    assert lowered.calls(torch.ops.aten.permute.default), "the trace lost the permute"
+    _exact(lowered)
+
+
 def _worst_pair_sum(codes: torch.Tensor, act_max: int = 255) -> int:
     """The largest ``|x0 w0 + x1 w1|`` over every pair of adjacent input channels of every
     row and every pair of uint8 inputs, enumerated (the sum is linear in each input, so

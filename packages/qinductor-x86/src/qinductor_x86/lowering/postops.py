@@ -196,8 +196,9 @@ def _binary_ok(ctx: CompileContext, match: Any, kind: str, x: Node, anchor: Node
         return ctx.decline(anchor, "the added tensor does not have the kernel's output shape")
     if kind == "linear":
         return True
-    # oneDNN's int8 conv adds in place into a dequantized accumulator ("sum" post-op)
-    if other.target is not ops.DEQUANTIZE[0] or len(other.users) != 1:
+    # oneDNN's int8 conv adds in place into a dequantized accumulator ("sum" post-op), as
+    # torch's passes fuse it; dequant promotion left that dequantize one reader, the add
+    if other.target is not ops.DEQUANTIZE[0]:
         return ctx.decline(anchor, "the conv's residual input is not a dequantized int8 tensor")
     if match.kwargs.get("o_dtype") is None:
         return True  # float output: the sum overwrites the dequantized copy, read only here

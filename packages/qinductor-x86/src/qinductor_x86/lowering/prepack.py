@@ -280,10 +280,7 @@ def _freezing_clone(form: Form, compute: Node) -> int:
 def _int32_zero_points(ctx: CompileContext, w_zp: Any) -> Any:
     """The weight zero points as int32, the kernels' dtype: cast in the graph, where
     freezing folds the cast away (torch's lowering would otherwise convert them)."""
-    zp_val = val(w_zp)
-    if zp_val is not None and zp_val.dtype != torch.int32:
-        return ctx.call(ops.CONVERT, (w_zp, torch.int32))
-    return w_zp
+    return ctx.call(ops.CONVERT, (w_zp, torch.int32))
 
 
 def static_shape(value: torch.Tensor) -> list[int] | None:
