@@ -160,10 +160,10 @@ def test_a_functional_layer_left_in_float_is_no_weighted_layer(backends: None) -
     """A functional linear whose weight has no observer (its call left in float by the
     mapping: the weight is read as it is, a ``get_attr``) is no weighted layer; the other
     one, observed, is."""
-    mapping = qcore.get_qconfig_mapping("fxnative").set_object_type(F.relu, None)
-    mapping.set_module_name_object_type_order("", F.linear, 1, None)
     x = torch.rand(4, 16, generator=torch.Generator().manual_seed(2))
-    with host.targeting("avx2"):
+    with host.targeting("avx2"):  # (the mapping too: its weight observers are the target's)
+        mapping = qcore.get_qconfig_mapping("fxnative").set_object_type(F.relu, None)
+        mapping.set_module_name_object_type_order("", F.linear, 1, None)
         prepared = qcore.fx.prepare(TwoFunctionalLinears().eval(), "fxnative", x, mapping=mapping)
     linears = [n for n in prepared.graph.nodes if n.target is F.linear]
     assert [n.args[1].op for n in linears] == ["call_module", "get_attr"]  # the second: float
