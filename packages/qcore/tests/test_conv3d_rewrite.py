@@ -22,7 +22,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "padding 1": {"padding": 1},
     "padding same": {"padding": "same"},
     "padding same, even kernel depth": {"padding": "same", "kernel_size": (2, 3, 3)},
-    "padding valid, no bias": {"padding": "valid", "bias": False},
+    # (export drops a trailing default: "valid" stays in the graph only before a dilation)
+    "padding valid, dilated, no bias": {"padding": "valid", "dilation": (2, 1, 1), "bias": False},
     "stride, per-dim padding, dilation": {"stride": 2, "padding": (1, 0, 2), "dilation": (2, 1, 1)},
     "groups": {"groups": 2, "padding": 1},
     "strides per dim": {"stride": (2, 1, 3), "padding": 1},

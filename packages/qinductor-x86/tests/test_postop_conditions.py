@@ -151,6 +151,17 @@ def test_codes_above_a_narrow_ranges_maximum_are_clamped_to_it() -> None:
     _exact(lowered)
 
 
+def test_an_output_quantize_to_16_bits_stays_outside_the_kernel() -> None:
+    """A linear, tanh, then a quantize to int16 (a 16-bit activation): oneDNN's fused
+    output is uint8 codes, so the quantize stays after the kernel (tanh fused, a float
+    output), and its codes are eager's, all 65536 of the grid in reach."""
+    lowered = _post_op_into(torch.tanh, (-32768, 32767, torch.int16), 1 / 30000, 0, seed=12)
+    (kernel,) = lowered.kernels
+    assert kernel.meta["val"].dtype == torch.float32
+    assert lowered.calls(torch.ops.quantized_decomposed.quantize_per_tensor.default)
+    _exact(lowered)
+
+
 @pytest.mark.parametrize("others", [False, True], ids=["alone", "next to torch's copy"])
 def test_next_to_upstreams_passes_a_float_output_unary_is_left_to_them(
     monkeypatch: pytest.MonkeyPatch, others: bool
@@ -275,6 +286,8 @@ def test_a_narrow_range_above_its_dtypes_minimum_bounds_the_merged_clamp() -> No
 
     lowered = _post_op_into(hardtanh, (16, 200, torch.uint8), scale, zero_point, seed=11, spread=3.0)
     assert (lowered.eager == (16 - zero_point) * scale).float().mean() > 0.05  # it binds
+    # the merged post-op bounds the codes itself: no clamp of the codes after the kernel
+    assert not lowered.calls(torch.ops.aten.clamp_min.default, torch.ops.aten.clamp_max.default)
     _exact(lowered)
 
 

@@ -152,3 +152,37 @@ def test_a_prepack_gets_a_static_inputs_shape_and_no_shape_for_a_symbolic_one() 
     traced = make_fx(lambda x: x + 1, tracing_mode="symbolic")(torch.empty(4, 8))
     (symbolic,) = [n.meta["val"] for n in traced.graph.nodes if n.op == "placeholder"]
     assert static_shape(symbolic) is None
+
+
+@pytest.mark.parametrize("kind", ["conv", "linear"])
+def test_a_doubled_kernels_prepack_specializes_on_the_doubled_codes_shape(
+    monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """On the doubled reduction (``avx2``, full-range weights) the kernel reads codes with
+    twice the reduced dim (a conv's channels, a linear's last dim): the shape oneDNN's
+    prepack specializes the packed weight for is that one, the doubled codes' as the
+    graph holds them, not the input's."""
+    from qinductor_x86 import _torch_private as private
+
+    hints: list[list[int] | None] = []
+    name = "prepack_qconv" if kind == "conv" else "prepack_qlinear"
+    real = getattr(private, name)
+
+    def spy(*args: object) -> object:
+        hints.append(args[-1])  # type: ignore[arg-type]
+        return real(*args)
+
+    monkeypatch.setattr(private, name, spy)
+    weight = Weight.make(8, 8, 4, 3, 3, limit=127) if kind == "conv" else Weight.make(8, 8, 16, limit=127)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        x = dq(q(x, 0.02, 128), 0.02, 128)
+        return weight.conv(x, padding=1) if kind == "conv" else weight.linear(x)
+
+    lowered = gl.lower(graph, [_rows(9, 2, 4, 5, 5) if kind == "conv" else _rows(9, 3, 6, 16)], target="avx2")
+    (kernel,) = lowered.kernels
+    assert any("reduction doubled" in entry for entry in lowered.record.lowered), lowered.record.lowered
+    codes = kernel.args[0].meta["val"]
+    assert codes.shape[1 if kind == "conv" else -1] == 2 * (4 if kind == "conv" else 16)
+    assert hints == [list(codes.shape)]
+    _exact(lowered)

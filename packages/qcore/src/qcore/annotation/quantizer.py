@@ -141,7 +141,8 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
                 f"{head}: only opt-in annotators handle it ({', '.join(waiting)}), and "
                 f"this quantizer runs them once enabled by name: .enable({waiting[0]!r})"
             )
-        kind = "dynamic" if is_dynamic_config(config) else "QAT" if config.is_qat else "static"
+        # (QAT and static configs select the same annotators: one word for both)
+        kind = "dynamic" if is_dynamic_config(config) else "static or QAT"
         return f"{head}: no annotator of '{self.namespace}' handles it with a {kind} config"
 
     # -- annotation ---------------------------------------------------------------------

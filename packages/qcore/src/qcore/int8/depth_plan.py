@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["DOUBLED_MAC_BUDGET", "DepthPlan", "LayerPrice", "choose"]
 
@@ -69,8 +70,7 @@ class DepthPlan:
     added_noise: float
 
 
-@dataclass(frozen=True)
-class _Option:
+class _Option(NamedTuple):
     macs: int
     noise: float
     seven_bit: bool

@@ -89,7 +89,7 @@ def input_statistics(observer: Any, quant_max: int | None = None) -> InputStatis
     scale_t, zero_point_t = _qparams(observer, quant_max)
     scale, zero_point = float(scale_t.reshape(-1)[0]), int(zero_point_t.reshape(-1)[0])
     histogram = getattr(observer, "histogram", None)
-    if not isinstance(histogram, Tensor) or float(histogram.sum()) <= 0:
+    if not isinstance(histogram, Tensor):
         return InputStatistics((lo + hi) / 2, (lo * lo + lo * hi + hi * hi) / 3, scale * scale / 12)
     width = (hi - lo) / histogram.numel()
     centers = lo + width * (torch.arange(histogram.numel(), dtype=torch.float64) + 0.5)

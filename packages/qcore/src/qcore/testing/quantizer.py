@@ -234,8 +234,9 @@ def _annotation_check(
     def result(ok: bool, detail: str = "") -> CheckResult:
         return CheckResult(plugin, "annotator", annotator.name, ok, detail)
 
-    torch.manual_seed(0)
-    example = _example(annotator)
+    with torch.random.fork_rng(devices=[]):  # seeded, and the caller's generator left alone
+        torch.manual_seed(0)
+        example = _example(annotator)
     if example is None:
         ops = sorted(map(str, annotator.ops))
         return result(False, f"no example model for ops {ops}"), None, None

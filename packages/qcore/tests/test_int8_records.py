@@ -1,0 +1,35 @@
+"""The int8 planners' records (a layer's geometry, its range choice, its price, the plan)
+are immutable: the plans are computed once and read by convert, the report and the CLI,
+so none of them may change what another reads. Work state local to one function (a
+leading underscore) may change."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+
+import pytest
+
+from qcore.int8 import depth_plan, fx_ranges, pt2e_plan, pt2e_ranges, saturation, weight_ranges
+
+MODULES = (depth_plan, fx_ranges, pt2e_plan, pt2e_ranges, saturation, weight_ranges)
+
+
+def _records(module: ModuleType) -> list[type]:
+    return [
+        obj
+        for name, obj in vars(module).items()
+        if isinstance(obj, type)
+        and dataclasses.is_dataclass(obj)
+        and obj.__module__ == module.__name__
+        and not name.startswith("_")
+    ]
+
+
+def test_every_record_of_the_int8_planners_refuses_assignment() -> None:
+    records = [cls for module in MODULES for cls in _records(module)]
+    assert {"Geometry", "RangeChoice", "WeightedLayer", "LayerPrice", "DepthPlan"} <= {c.__name__ for c in records}
+    for cls in records:
+        bare = object.__new__(cls)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(bare, dataclasses.fields(cls)[0].name, None)
