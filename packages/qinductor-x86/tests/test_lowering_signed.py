@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import graph_lowering as gl
 import lowering_zoo as zoo
 import pytest
 import torch
@@ -105,6 +106,24 @@ def test_a_weight_left_in_float_is_dequantized_at_compile_time() -> None:
     assert ctx.lowered[floatweights.FOLDED] == 1
     assert "transposed convolution" in next(iter(ctx.declined.values()))
     assert torch.equal(gm(x, w, scales, zero_points), expected)
+
+
+def test_a_per_tensor_int8_weight_is_no_activation_and_is_dequantized_at_compile_time() -> None:
+    """A linear on an int8 activation and a per-tensor int8 weight (XNNPACK's quantizer
+    without per-channel weights: no int8 kernel takes it): only the activation is re-based,
+    and the weight, a constant, becomes a float constant, with no dequantize of its codes
+    left to run; eager's values, exactly."""
+    i8 = (-128, 127, torch.int8)
+    codes = torch.randint(-127, 128, (8, 16), generator=torch.Generator().manual_seed(1), dtype=torch.int8)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(gl.dq(gl.q(x, 0.02, 3, i8), 0.02, 3, i8), gl.dq(codes, 0.01, 0, i8))
+
+    lowered = gl.lower(graph, [torch.randn(4, 16, generator=torch.Generator().manual_seed(3))])
+    assert lowered.record.lowered[REBASED] == 1, lowered.record.lowered
+    assert lowered.record.lowered[floatweights.FOLDED] == 1, lowered.record.lowered
+    assert len(lowered.calls(qd.dequantize_per_tensor.default)) == 1  # the activation's
+    assert torch.equal(lowered.output, lowered.eager)
 
 
 # attention and functional convs, one compile each ----------------------------------------

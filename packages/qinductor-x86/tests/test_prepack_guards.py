@@ -186,3 +186,19 @@ def test_a_doubled_kernels_prepack_specializes_on_the_doubled_codes_shape(
     assert codes.shape[1 if kind == "conv" else -1] == 2 * (4 if kind == "conv" else 16)
     assert hints == [list(codes.shape)]
     _exact(lowered)
+
+
+def test_an_activation_broadcast_over_rows_before_a_bmm_is_no_linears_input() -> None:
+    """``bmm(x.expand(2, 5, 16), w.t().expand(2, 16, 8))`` with ``x`` of one row per batch:
+    the weight is broadcast as a linear's is, but the activation's expand repeats its row,
+    which a linear on ``x`` would not (it gives one row, not five). It stays float, code for
+    code eager's."""
+    weight = Weight.make(6, 8, 16)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        rows = dq(q(x, 0.02, 128), 0.02, 128).expand(2, 5, 16)
+        return torch.bmm(rows, weight.dequantized().permute(1, 0).expand(2, 16, 8))
+
+    lowered = gl.lower(graph, [_rows(10, 2, 1, 16)])
+    assert not lowered.kernels, [k.target for k in lowered.kernels]
+    _exact(lowered)
