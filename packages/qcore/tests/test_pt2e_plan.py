@@ -324,6 +324,28 @@ def test_narrowing_is_priced_at_the_noise_it_adds_over_the_full_range(
     assert unchanged.narrowed == 0.0
 
 
+def test_a_layer_whose_worst_pair_sum_is_exactly_int16_max_cannot_overflow() -> None:
+    """The planner's boundary: on inputs up to code 151, weight codes 127 and 90 sum to at
+    most 217 x 151 = 32767, an int16, so the layer cannot overflow and is priced so; one
+    code more (127 and 91: 32918) can."""
+    from types import SimpleNamespace
+
+    from qcore.int8.noise import InputStatistics
+    from qcore.int8.pt2e_plan import _Layer, _price
+
+    def price(second: int) -> bool:
+        weight = torch.tensor([[1.0, second / 127.5]])
+        layer = _Layer(
+            "fc", SimpleNamespace(weight=weight, quant_min=-128, quant_max=127),
+            SimpleNamespace(dtype=torch.uint8, quant_max=151), 2, 1, False,
+        )  # fmt: skip
+        priced = _price(layer, InputStatistics(0.5, 0.5, 1e-4), None)
+        assert priced is not None
+        return priced.can_overflow
+
+    assert (price(90), price(91)) == (False, True)
+
+
 def test_a_layer_without_statistics_or_weight_or_signal_has_no_price() -> None:
     """What cannot be priced is not: a layer whose input has no statistics (never
     calibrated, or one value throughout), whose weight observer has seen no weight, or

@@ -108,21 +108,30 @@ def test_a_weight_left_in_float_is_dequantized_at_compile_time() -> None:
     assert torch.equal(gm(x, w, scales, zero_points), expected)
 
 
-def test_a_per_tensor_int8_weight_is_no_activation_and_is_dequantized_at_compile_time() -> None:
+@pytest.mark.parametrize("weight", ["codes", "quantized in the graph"])
+def test_a_per_tensor_int8_weight_is_no_activation_and_is_dequantized_at_compile_time(weight: str) -> None:
     """A linear on an int8 activation and a per-tensor int8 weight (XNNPACK's quantizer
-    without per-channel weights: no int8 kernel takes it): only the activation is re-based,
-    and the weight, a constant, becomes a float constant, with no dequantize of its codes
-    left to run; eager's values, exactly."""
+    without per-channel weights: no int8 kernel takes it), given as int8 codes or as a
+    float constant quantized in the graph (``convert_pt2e(fold_quantize=False)``): only
+    the activation is re-based; the int8 codes become a float constant here, the weight
+    quantized in the graph keeps its int8 quantize and dequantize (constants, which
+    freezing folds); eager's values, exactly."""
     i8 = (-128, 127, torch.int8)
     codes = torch.randint(-127, 128, (8, 16), generator=torch.Generator().manual_seed(1), dtype=torch.int8)
+    floats = codes.float() * 0.01
 
     def graph(x: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.linear(gl.dq(gl.q(x, 0.02, 3, i8), 0.02, 3, i8), gl.dq(codes, 0.01, 0, i8))
+        w = codes if weight == "codes" else gl.q(floats, 0.01, 0, i8)
+        return torch.nn.functional.linear(gl.dq(gl.q(x, 0.02, 3, i8), 0.02, 3, i8), gl.dq(w, 0.01, 0, i8))
 
     lowered = gl.lower(graph, [torch.randn(4, 16, generator=torch.Generator().manual_seed(3))])
     assert lowered.record.lowered[REBASED] == 1, lowered.record.lowered
-    assert lowered.record.lowered[floatweights.FOLDED] == 1, lowered.record.lowered
-    assert len(lowered.calls(qd.dequantize_per_tensor.default)) == 1  # the activation's
+    int8_codes = [n for n in lowered.calls(qd.dequantize_per_tensor.default) if n.args[5] is torch.int8]
+    if weight == "codes":  # dequantized here; a quantize in the graph is freezing's to fold
+        assert lowered.record.lowered[floatweights.FOLDED] == 1, lowered.record.lowered
+        assert not int8_codes
+    else:
+        assert len(int8_codes) == 1 and int8_codes[0].args[0].target is qd.quantize_per_tensor.default
     assert torch.equal(lowered.output, lowered.eager)
 
 

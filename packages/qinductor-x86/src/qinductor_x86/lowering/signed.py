@@ -87,8 +87,16 @@ def _int8_activation_dequantize(ctx: CompileContext, node: Node) -> bool:
         node.target in ops.DEQUANTIZE
         and node.args[5] is torch.int8
         and isinstance(node.args[0], Node)
-        and ctx.constant(node.args[0]) is None
+        and not _weight_codes(ctx, node.args[0])
     )
+
+
+def _weight_codes(ctx: CompileContext, codes: Node) -> bool:
+    """Codes known at compile time: a weight's, stored as int8 or quantized in the graph
+    (``convert_pt2e(fold_quantize=False)``); the first loop of :func:`to_unsigned` skipped
+    the latter's quantize, so its dequantize is no activation's either."""
+    source = codes.args[0] if codes.target in ops.QUANTIZE else codes
+    return isinstance(source, Node) and ctx.constant(source) is not None
 
 
 def _to_int8_for(ctx: CompileContext, reader: Node, source: Node) -> None:
