@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import graph_lowering as gl
+import lowering_zoo as zoo
 import pytest
 import torch
 import torch.nn.functional as F
@@ -239,6 +240,29 @@ def test_a_convs_float_residual_that_is_no_dequantize_is_added_outside_the_kerne
     assert kernel.target is ops.QCONV
     assert lowered.calls(torch.ops.aten.add.Tensor)
     _exact(lowered)
+
+
+def test_each_fusion_counts_under_torchs_counter_of_its_kind() -> None:
+    """torch's (and torchao's) fusion tests read Inductor's counters: a conv's residual add
+    (+ relu) counts under the binary matcher, a conv's relu alone under the unary one, one
+    each here, as their passes count them."""
+    keys = ("qconv2d_binary_matcher_count", "qconv2d_unary_matcher_count")
+
+    def counted(graph: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> tuple[int, ...]:
+        before = zoo.inductor_counters()
+        gl.lower(graph, list(inputs))
+        after = zoo.inductor_counters()
+        return tuple(after.get(k, 0) - before.get(k, 0) for k in keys)
+
+    def added(x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        y = CONV.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1) + dq(q(r, 0.03, 100), 0.03, 100)
+        return dq(q(F.relu(y), 0.02, 0), 0.02, 0)
+
+    def relu(x: torch.Tensor) -> torch.Tensor:
+        return dq(q(F.relu(CONV.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1)), 0.02, 0), 0.02, 0)
+
+    assert counted(added, _image(12, 8), _image(13, 8).contiguous(memory_format=torch.channels_last)) == (1, 0)
+    assert counted(relu, _image(12, 8)) == (0, 1)
 
 
 def test_a_residual_of_another_shape_is_not_fused() -> None:
