@@ -235,6 +235,22 @@ def test_the_step_taken_first_removes_the_most_noise_per_multiply_add_not_the_mo
     assert plan.doubled_macs == 100
 
 
+def test_a_groups_next_step_is_priced_by_its_own_cost_not_its_last_steps() -> None:
+    """Two groups, one step affordable: ``a``'s next step removes 2 for 100 multiply-adds
+    (0.02 per multiply-add; its step after that, 8 more for 100,000, is far flatter), ``b``'s
+    only step 1 for 100 (0.01). The plan takes ``a``'s first step: each step's slope is its
+    own noise over its own multiply-adds."""
+    layers = [
+        _layer("a1", "a", 100, 2.0),
+        _layer("a2", "a", 100_000, 8.0),
+        _layer("b1", "b", 100, 1.0),
+    ]
+    total = sum(layer.macs or 0 for layer in layers)
+    plan = choose(layers, set(), budget=150 / total)  # one step of 100, not two
+    assert plan.doubled == {"a1"}
+    assert plan.added_noise == 9.0 == _best(layers, set(), 150 / total)
+
+
 def test_a_layer_price_is_frozen() -> None:
     """Prices are read by several groups' chains: none may change one after the fact."""
     import dataclasses

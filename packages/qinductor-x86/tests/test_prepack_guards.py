@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 import graph_lowering as gl
+import lowering_zoo as zoo
 import pytest
 import torch
 import torch.nn.functional as F
@@ -202,3 +203,22 @@ def test_an_activation_broadcast_over_rows_before_a_bmm_is_no_linears_input() ->
     lowered = gl.lower(graph, [_rows(10, 2, 1, 16)])
     assert not lowered.kernels, [k.target for k in lowered.kernels]
     _exact(lowered)
+
+
+def test_a_convs_prepack_counts_the_nodes_torchs_pattern_matches() -> None:
+    """One conv's weight prepack counts as torch's pass counts it after freezing, which
+    clones the conv's weight first: four nodes (dequantize_per_tensor,
+    dequantize_per_channel, the clone, convolution), the figure torchao's own fusion test
+    asserts for one conv, though this lowering runs before the clone exists."""
+    conv = Weight.make(2, 8, 3, 3, 3)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        return conv.conv(dq(q(x, 0.02, 128), 0.02, 128), padding=1)
+
+    before = zoo.inductor_counters()
+    lowered = gl.lower(graph, [_rows(11, 2, 3, 6, 6)])
+    after = zoo.inductor_counters()
+    counted = {k: after[k] - before.get(k, 0) for k in ("qconv_weight_prepack_matcher_count", "qconv_weight_prepack_matcher_nodes")}
+    assert counted == {"qconv_weight_prepack_matcher_count": 1, "qconv_weight_prepack_matcher_nodes": 4}
+    _exact(lowered)
+
