@@ -146,6 +146,34 @@ def test_torchs_own_prepare_reads_keyword_and_default_geometry_arguments() -> No
     ]
 
 
+class VolumeCall(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.full((3, 2, 1, 3, 3), 0.1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv3d(x, self.w, None, 1, (0, 1, 1), 1, 1)
+
+
+def test_a_functional_conv3d_is_a_layer_with_its_three_dimensional_geometry() -> None:
+    """``F.conv3d`` in torch's own ``prepare_fx`` graph: a weighted layer like conv1d's and
+    conv2d's, with one stride, padding and dilation per spatial dim."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.backend_config import get_onednn_backend_config
+    from torch.ao.quantization.quantize_fx import prepare_fx
+
+    from qcore.int8.saturation import Geometry
+    from qcore.int8.weight_ranges import fit_qconfig_mapping
+
+    x = torch.rand(1, 2, 3, 5, 5, generator=torch.Generator().manual_seed(4))
+    with host.targeting("avx2"), quantized_engine("onednn"):
+        mapping = fit_qconfig_mapping(get_default_qconfig_mapping("onednn"))
+        prepared = prepare_fx(VolumeCall().eval(), mapping, (x,), backend_config=get_onednn_backend_config())
+    (call,) = [n for n in prepared.graph.nodes if n.target is F.conv3d]
+    found = [(layer.node, layer.geometry) for layer in weighted_layers(prepared)]
+    assert found == [(call, Geometry("conv", (1, 1, 1), (0, 1, 1), (1, 1, 1), 1))]
+
+
 class TwoFunctionalLinears(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -134,8 +134,8 @@ def _annotate_op_relu(
         op = relu.args[0]
         if len(op.users) > 1:  # the pre-relu value escapes: nothing to fuse
             continue
-        qspecs, partition = _weighted_inputs(op, config, transpose)
-        partition.insert(0, relu)
+        qspecs, inputs = _weighted_inputs(op, config, transpose)
+        partition = [relu, *inputs]
         if is_annotated(partition) or not accept(op) or not passes(filter_fn, partition):
             continue
         set_annotation(op, qspecs)
