@@ -46,7 +46,7 @@ class _Readers:
 
 def to_unsigned(ctx: CompileContext) -> None:
     for quant in [n for n in ctx.graph.nodes if n.target in ops.QUANTIZE]:
-        if quant.args[5] is not torch.int8 or ctx.constant(quant.args[0]) is not None:
+        if quant.args[5] is not torch.int8 or _weight_codes(ctx, quant):
             continue  # already unsigned, or a weight
         readers = _readers(quant)
         for node in (quant, *readers.dequantizes):
@@ -93,8 +93,8 @@ def _int8_activation_dequantize(ctx: CompileContext, node: Node) -> bool:
 
 def _weight_codes(ctx: CompileContext, codes: Node) -> bool:
     """Codes known at compile time: a weight's, stored as int8 or quantized in the graph
-    (``convert_pt2e(fold_quantize=False)``); the first loop of :func:`to_unsigned` skipped
-    the latter's quantize, so its dequantize is no activation's either."""
+    (``convert_pt2e(fold_quantize=False)``): neither its quantize nor its dequantize is an
+    activation's, so :func:`to_unsigned` re-bases neither."""
     source = codes.args[0] if codes.target in ops.QUANTIZE else codes
     return isinstance(source, Node) and ctx.constant(source) is not None
 
