@@ -42,7 +42,7 @@ SUITE_BLOB = "afa48d0e8bc8716811598e4fc8c922cc8618efd1"
 VERSIONS = {"torch": ("2.13.", "2.14.", "2.15."), "torchao": ("0.18.0",)}
 SIDES = ("torch", "ours", "torchao")
 ROUTES = ("vnni", "avx2")
-#: what makes this process a CPU without VNNI for oneDNN, qcore.int8.host and Inductor
+#: what makes this process a CPU without VNNI for oneDNN, qcore.int8.cpu_profile and Inductor
 AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
 

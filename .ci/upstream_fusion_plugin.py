@@ -14,7 +14,7 @@
 
 ``QCORE_UPSTREAM_ROUTE=avx2`` makes the process a CPU without VNNI as far as torch and
 torchao can tell: the runner caps oneDNN (``ONEDNN_MAX_CPU_ISA=AVX2``, which
-``qcore.int8.host`` follows too) and Inductor's vector ISA (``ATEN_CPU_CAPABILITY=avx2``);
+``qcore.int8.cpu_profile`` follows too) and Inductor's vector ISA (``ATEN_CPU_CAPABILITY=avx2``);
 this plugin makes ``torch.cpu._is_vnni_supported()`` say no, which is what torchao reads
 (``torchao.utils._cpu_is_vnni_supported``: u8s8 ``_int_mm``, ``should_reduce_range``).
 """
@@ -78,7 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from qcore.int8 import host
+    from qcore.int8 import cpu_profile as host
 
     return [
         f"x86 int8 passes: {os.environ['QCORE_UPSTREAM_SIDE']}, "

@@ -1,11 +1,11 @@
 """The derived PT2E flow against the FX flow on the ImageNet-style architectures.
 
 For each backend (``onednn``, ``executorch``) and each compact replica of
-``qcore.testing.architectures``: ``qcore.fx`` (prepare, calibrate on 4 batches, convert)
+``qcore.zoo.architectures``: ``qcore.fx`` (prepare, calibrate on 4 batches, convert)
 and the derived PT2E flow (``torch.export``, ``prepare_pt2e`` with
 ``qcore.get_quantizer(backend)``, the same batches, ``convert_pt2e``); SQNR of each
 against float, of the two against each other, and whether they quantize the same ops
-kind by kind (``qcore.testing.derived.quantized_kinds``; batch norms that ``prepare_pt2e``
+kind by kind (``qcore.zoo.suite.derived.quantized_kinds``; batch norms that ``prepare_pt2e``
 folds and FX keeps are not compared).
 
     python benchmarks/derived_vs_fx.py [NAME ...]
@@ -18,8 +18,8 @@ import warnings
 from collections import Counter
 
 from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture, architecture_cases
-from qcore.testing.derived import run_derived, run_fx
+from qcore.zoo.architectures import architecture, architecture_cases
+from qcore.zoo.suite.derived import run_derived, run_fx
 
 
 def _same_ops(fx: Counter[str], derived: Counter[str], graph_has_bn: bool) -> bool:

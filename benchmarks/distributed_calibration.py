@@ -23,8 +23,8 @@ from torch import Tensor, nn
 
 import qcore.distributed
 import qcore.fx
-from qcore.testing.architectures import EncoderBlock
-from qcore.testing.world import RankError, run_world
+from qcore.zoo.architectures import EncoderBlock
+from qcore.zoo.suite.world import RankError, run_world
 
 
 class Block(nn.Module):

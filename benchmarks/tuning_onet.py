@@ -1,5 +1,5 @@
 """``qcore.tune`` on trained weights shipped inside a wheel: MTCNN's ONet (facenet-pytorch),
-as ``qcore.testing.pretrained.onet_crops`` builds it (the package itself, which pins an
+as ``qcore.zoo.pretrained.onet_crops`` builds it (the package itself, which pins an
 old torch, is installed without its dependencies and never imported: only its weights
 file is read). No face crops ship with it, so the measure is the output SQNR against
 float on smooth random 48x48 crops, normalised as MTCNN normalises its input; the
@@ -17,7 +17,7 @@ import warnings
 import torch
 
 import qcore
-from qcore.testing.pretrained import onet_crops
+from qcore.zoo.pretrained import onet_crops
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """SQNR of the oneDNN FX flow on compact ImageNet architectures: torch's ranges vs ours.
 
-For every replica in ``qcore.testing.architectures`` (random weights, seeded), on this
+For every replica in ``qcore.zoo.architectures`` (random weights, seeded), on this
 host with ``torch.backends.quantized.engine = "onednn"``, the SQNR of the quantized
 model's logits against the float model's, on held-out batches (never seen in
 calibration), for four flows:
@@ -41,12 +41,12 @@ from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_f
 
 import qcore
 import qcore.fx
-from qcore.engine import quantized_engine
-from qcore.int8.host import probe, target, targeting
+from qcore.int8.cpu_profile import probe, target, targeting
+from qcore.int8.engine import quantized_engine
 from qcore.int8.weight_ranges import map_qconfigs
 from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture, architecture_cases
-from qcore.testing.models import Inputs, ModelCase
+from qcore.zoo.architectures import architecture, architecture_cases
+from qcore.zoo.models import Inputs, ModelCase
 
 #: Held-out batches: far from the calibration batches (0, 1, ...), 16 images in all.
 HELD_OUT = range(100, 104)

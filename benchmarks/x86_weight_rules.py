@@ -1,7 +1,7 @@
 """Eager accuracy and doubled work of the x86 quantizer's weight rules on a CPU without
 VNNI, against torchao's.
 
-For every replica in ``qcore.testing.architectures`` (seeded random weights), quantized for
+For every replica in ``qcore.zoo.architectures`` (seeded random weights), quantized for
 an ``avx2`` target with three calibration batches: torchao 0.18's ``X86InductorQuantizer``
 (full-range weights) and ours with ``never_overflow``, ``budgeted`` (the default) and
 ``per_layer`` (accuracy first). Each cell is the eager converted model's SQNR against
@@ -34,8 +34,8 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture_cases
-from qcore.testing.models import ModelCase
+from qcore.zoo.architectures import architecture_cases
+from qcore.zoo.models import ModelCase
 
 RULES = ("never_overflow", "budgeted", "per_layer")
 HELD_OUT = (50, 51, 52, 53)

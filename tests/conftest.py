@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from qcore.testing.fakes import FakeDist, fake_distributions
 from qcore.testing.fresh import run_fresh
+from qcore.zoo.suite.fakes import FakeDist, fake_distributions
 
 # helper modules next to the tests (distributed_flows: what spawned ranks import)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,18 +28,18 @@ def quiet_tuning_warnings() -> Iterator[None]:
 
 @pytest.fixture
 def fake_dist() -> Iterator[FakeDist]:
-    """Install fake distributions for one test; see :mod:`qcore.testing.fakes`."""
+    """Install fake distributions for one test; see :mod:`qcore.zoo.suite.fakes`."""
     with fake_distributions() as make:
         yield make
 
 
 @pytest.fixture(scope="session")
 def zoo_quantized() -> Callable[..., Any]:
-    """``qcore.testing.transformers_zoo.quantize(name, qcore.get_quantizer(quantizer,
+    """``qcore.zoo.huggingface.quantize(name, qcore.get_quantizer(quantizer,
     **options))``, run once per (model, quantizer, options) in a session: the tests that
     read the same converted model (none changes it) share it."""
     import qcore
-    from qcore.testing.transformers_zoo import quantize
+    from qcore.zoo.huggingface import quantize
 
     made: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any] = {}
 

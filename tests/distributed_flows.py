@@ -28,8 +28,8 @@ from torchao.quantization.pt2e.quantize_pt2e import (
 import qcore
 import qcore.distributed
 import qcore.fx
-from qcore.int8.host import set_target
-from qcore.testing.architectures import EncoderBlock
+from qcore.int8.cpu_profile import set_target
+from qcore.zoo.architectures import EncoderBlock
 
 BATCHES = 3
 
@@ -124,7 +124,7 @@ def _bytes(value: Any) -> bytes:
 
 def min_max_activations(prepared: nn.Module) -> None:
     """Swap every histogram observer (subclasses too) for a min/max one with the same
-    settings; a budgeted plan (``qcore.int8.pt2e_plan``) then reads the replacements."""
+    settings; a budgeted plan (``qcore.pt2e.range_plan``) then reads the replacements."""
     families = ((pt2e_obs.HistogramObserver, pt2e_obs), (ao_obs.HistogramObserver, ao_obs))
     swapped: dict[nn.Module, nn.Module] = {}
     for name, module in list(prepared.named_modules()):

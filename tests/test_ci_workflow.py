@@ -79,7 +79,7 @@ def test_a_tox_env_without_a_job_fails_the_check(tmp_path: Path) -> None:
           "integration", "shipping", "demo", "dist", "type", "lint",
           *ROW_ENVS - {"qcore-torch2.13", "qcore-torch2.14"}}),
         # the core every package requires, and a file every env shares: everything
-        ("packages/qcore/src/qcore/api.py", ALL_ENVS | ROW_ENVS),
+        ("packages/qcore/src/qcore/plugins/api.py", ALL_ENVS | ROW_ENVS),
         ("constraints.txt", ALL_ENVS | ROW_ENVS),
         ("constraints/torch2.13.txt", ALL_ENVS | ROW_ENVS),
         # a guide the integration tests run as written; the shipping guide, which the

@@ -22,14 +22,21 @@ from torchao.quantization.pt2e.quantizer import (
     get_output_act_qspec,
 )
 
-from qcore.annotation.claims import Filter, Partitions, is_annotated, is_op, passes, set_annotation
-from qcore.annotation.registry import ANNOTATORS, Annotator
-from qcore.derived.quantizer import derived_quantizer
-from qcore.patterns import pattern_config
-from qcore.patterns.text import pattern_text
+from qcore.fx.patterns import pattern_config
+from qcore.fx.patterns.text import pattern_text
+from qcore.pt2e.annotation.claims import (
+    Filter,
+    Partitions,
+    is_annotated,
+    is_op,
+    passes,
+    set_annotation,
+)
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.derived.derived_quantizer import derived_quantizer
 from qcore.testing import reference as kit
 from qcore.testing.parity import compare_backend_configs
-from qcore.testing.pt2e import annotate, differences, exported, quantizing
+from qcore.zoo.suite.pt2e import annotate, differences, exported, quantizing
 
 ROOT = Path(__file__).resolve().parents[1]
 aten = torch.ops.aten
@@ -119,7 +126,7 @@ def test_one_annotator_row_in_a_copy_of_the_xnnpack_table_quantizes_its_op() -> 
     assert "hardswish" in {a.name for a in PlusOneRow().annotators()}
 
 
-# "add a host/ISA rule": one row of KNOWN_TARGETS in qcore/int8/host.py ---------------------
+# "add a host/ISA rule": one row of KNOWN_TARGETS in qcore/int8/cpu_profile.py ---------------------
 
 
 def test_one_host_target_row_is_named_targeted_and_reaches_the_weight_range_choice(
@@ -129,7 +136,7 @@ def test_one_host_target_row_is_named_targeted_and_reaches_the_weight_range_choi
     by name, and the FX mapping picks the same weight ranges as for the known target with
     the same features (what it does for int8 follows from the fields, not the name)."""
     import qcore
-    from qcore.int8 import host
+    from qcore.int8 import cpu_profile as host
 
     zen3 = host.Int8Host("zen3", avx2=True, avx512=False, vnni=False, amx=False)
     monkeypatch.setattr(host, "KNOWN_TARGETS", {**host.KNOWN_TARGETS, "zen3": zen3})

@@ -13,7 +13,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 from qcore.metrics import sqnr
 from qcore.testing.codes import compare_codes
-from qcore.testing.models import case
+from qcore.zoo.models import case
 
 
 def test_onednn_derived_graph_compiles_to_int8_kernels() -> None:

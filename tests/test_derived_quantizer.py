@@ -1,12 +1,12 @@
 """The PT2E quantizer derived from each FX backend agrees with the FX flow on the zoo.
 
-For ``onednn`` and ``executorch``, on every model of ``qcore.testing.models`` (BN,
+For ``onednn`` and ``executorch``, on every model of ``qcore.zoo.models`` (BN,
 residual adds, functional calls, 1-d/3-d/transposed convs, LSTM/GRU, the layers of all
 those mixed in one net, ...): the derived
 flow runs wherever ``qcore.fx`` runs, its SQNR against float is never more than 1 dB
 below FX's, its output agrees with FX's (>= 30 dB) wherever FX reaches 30 dB, and it
 quantizes the same ops, kind by kind: what ``prepare_fx`` decided for each call against
-what the derived annotators decided (``qcore.testing.derived``).
+what the derived annotators decided (``qcore.zoo.suite.derived``).
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 import qcore.fx
-from qcore.annotation.report import NOT_DERIVED
-from qcore.derived.names import derived_rows
-from qcore.int8.host import Int8Host, targeting
-from qcore.int8.host import target as int8_target
+from qcore.int8.cpu_profile import Int8Host, targeting
+from qcore.int8.cpu_profile import target as int8_target
 from qcore.metrics import sqnr
-from qcore.testing.architectures import ResNet50, ShuffleNetV2, Swin, ViT, architecture
-from qcore.testing.derived import FlowResult, quantized_kinds, run_derived, run_fx
-from qcore.testing.models import (
+from qcore.pt2e.annotation.report import NOT_DERIVED
+from qcore.pt2e.derived.names import derived_rows
+from qcore.zoo.architectures import ResNet50, ShuffleNetV2, Swin, ViT, architecture
+from qcore.zoo.models import (
     ModelCase,
     all_cases,
     case,
     functional_keyword_cases,
     mixed_layer_cases,
 )
+from qcore.zoo.suite.derived import FlowResult, quantized_kinds, run_derived, run_fx
 
 
 class _ConvTranspose(nn.Module):
@@ -315,7 +315,7 @@ def test_derived_executorch_observes_as_fx_does(name: str) -> None:
 
 
 def test_a_quantizer_plugin_of_the_same_name_wins() -> None:
-    from qcore.derived.quantizer import DerivedQuantizer
+    from qcore.pt2e.derived.derived_quantizer import DerivedQuantizer
 
     assert isinstance(qcore.get_quantizer("onednn"), DerivedQuantizer)
     assert not isinstance(qcore.get_quantizer("xnnpack"), DerivedQuantizer)
@@ -448,8 +448,8 @@ class _WithCustom(nn.Module):
 def _custom_backend():  # type: ignore[no-untyped-def]
     from torch.ao.quantization.backend_config import BackendPatternConfig
 
-    from qcore import dtypes
-    from qcore.patterns import assemble, conv_configs
+    from qcore.fx import dtypes
+    from qcore.fx.patterns import assemble, conv_configs
 
     def odd_root(pattern):  # type: ignore[no-untyped-def]
         return pattern[-1]
@@ -471,8 +471,8 @@ def _custom_backend():  # type: ignore[no-untyped-def]
 def test_what_cannot_be_derived_is_reported_and_stays_float() -> None:
     from torch.ao.quantization import get_default_qconfig_mapping
 
-    from qcore.derived.quantizer import derived_quantizer
-    from qcore.patterns.text import pattern_text
+    from qcore.fx.patterns.text import pattern_text
+    from qcore.pt2e.derived.derived_quantizer import derived_quantizer
 
     quantizer = derived_quantizer(
         "custom-test", "tests", _custom_backend,
@@ -511,7 +511,7 @@ def test_cli_lists_shows_and_checks_derived_quantizers(capsys: pytest.CaptureFix
 def test_onednn_makes_fx_weight_range_choice_on_a_saturating_target() -> None:
     """On a CPU without VNNI (targeted here), the derived onednn quantizer chooses each
     layer's weight range from its calibration inputs, as qcore.fx does for FX."""
-    from qcore.int8.pt2e_ranges import TargetPerChannelWeightObserver
+    from qcore.pt2e.ranges import TargetPerChannelWeightObserver
 
     model_case = case("conv2d_relu")
     with targeting("avx2"):

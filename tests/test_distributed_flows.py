@@ -18,7 +18,7 @@ from distributed_flows import PTQ_CASES
 from qcore.metrics import sqnr
 from qcore.testing.fresh import run_fresh
 from qcore.testing.readme import python_blocks
-from qcore.testing.world import RankError, run_world
+from qcore.zoo.suite.world import RankError, run_world
 
 QAT_STEPS = 3
 

@@ -8,8 +8,8 @@ import torch
 
 import qcore
 import qcore.fx
-from qcore.engine import quantized_engine
-from qcore.testing.models import functional_keyword_cases, sqnr
+from qcore.int8.engine import quantized_engine
+from qcore.zoo.models import functional_keyword_cases, sqnr
 
 BACKENDS = sorted(p.name for p in qcore.list_plugins() if p.kind == "backend")
 

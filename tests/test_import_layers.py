@@ -113,8 +113,8 @@ def test_the_walk_sees_every_package_and_their_imports() -> None:
         "qbackend_qnnpack",
     }
     # imports inside functions and under TYPE_CHECKING count too
-    assert "qcore.annotation.quantizer" in graph["qcore.api"]
-    assert "qcore.int8.host" in graph["qcore.cli"]
+    assert "qcore.pt2e.annotation.registry_quantizer" in graph["qcore.plugins.api"]
+    assert "qcore.int8.cpu_profile" in graph["qcore.cli"]
 
 
 def test_no_import_cycles() -> None:
@@ -180,15 +180,16 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "qcore",
                 "qcore.__main__",
-                "qcore.api",
+                "qcore.plugins.api",
                 "qcore.host",
-                "qcore.exporting",
+                "qcore.pt2e.export",
                 "qcore.distributed",
                 "qcore.fx",
                 "qcore.tuning",
                 "qcore.cli",
                 "qcore.demo",
                 "qcore.testing",
+                "qcore.zoo",
                 "_qcore_torch.launcher",
             }
         ),
@@ -197,12 +198,14 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "the building blocks",
         frozenset(
             {
-                "qcore.derived",
-                "qcore.patterns",
-                "qcore.annotation",
+                "qcore.pt2e",
+                "qcore.pt2e.derived",
+                "qcore.pt2e.annotation",
+                "qcore.fx.patterns",
                 "qcore.plugins",
+                "qcore.plugins.discovery",
+                "qcore.plugins.extras",
                 "qcore.plugin_api",
-                "qcore.extras",
             }
         ),
     ),
@@ -211,8 +214,12 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "qcore.int8",
-                "qcore.dtypes",
-                "qcore.engine",
+                "qcore.fx.dtypes",
+                "qcore.fx.ranges",
+                "qcore.pt2e.ranges",
+                "qcore.pt2e.range_plan",
+                "qcore.pt2e.range_graph",
+                "qcore.plugins.renamed",
                 "qcore.errors",
                 "qcore.metrics",
                 "qcore._torch_private",
@@ -223,9 +230,26 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         ),
     ),
 )
-#: The most ``.py`` files directly in ``qcore/``: past it, a reader can no longer see the
-#: layout at a glance; group modules into a package by what they are for.
-MAX_TOP_LEVEL_MODULES = 15
+#: The most entries (modules and packages) directly in ``qcore/``, apart from
+#: ``__init__``, ``__main__`` and ``_version``: past it, a reader can no longer see the
+#: layout at a glance. The top level holds one folder per flow (``fx``, ``pt2e``) and per
+#: concern (``plugins``, ``int8``, ``tuning``, ``distributed``, ``cli``, ``demo``, the kit
+#: ``testing``, the ``zoo``), the public modules DESIGN.md names, errors and the adapter.
+MAX_TOP_LEVEL_ENTRIES = 15
+#: The modules that may stand directly in ``qcore/``: a new one belongs in a folder.
+TOP_LEVEL_MODULES = {"host", "metrics", "plugin_api", "errors", "_torch_private"}
+NOT_COUNTED = {"__init__", "__main__", "_version"}
+
+
+def top_level_entries(package: Path) -> dict[str, str]:
+    """Each module or package directly in ``package``, by name: ``"module"`` or ``"package"``."""
+    found = {}
+    for path in package.iterdir():
+        if path.suffix == ".py" and path.stem not in NOT_COUNTED:
+            found[path.stem] = "module"
+        elif path.is_dir() and (path / "__init__.py").is_file():
+            found[path.name] = "package"
+    return found
 
 
 def qcore_layer(module: str) -> int | None:
@@ -264,12 +288,52 @@ def test_qcore_imports_flow_down_its_layers() -> None:
 
 
 def test_the_layer_check_finds_an_upward_import() -> None:
-    assert qcore_layer("qcore.int8.host") == 2
-    assert qcore_layer("qcore.annotation.claims") == 1
+    assert qcore_layer("qcore.int8.cpu_profile") == 2
+    assert qcore_layer("qcore.pt2e.annotation.claims") == 1
     assert qcore_layer("qcore.cli.tables") == 0
     assert qcore_layer("qcore.hypothetical") is None
 
 
-def test_qcore_has_at_most_fifteen_top_level_modules() -> None:
-    top = sorted(p.name for p in (ROOT / "packages/qcore/src/qcore").glob("*.py"))
-    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in qcore/: {top}"
+def test_qcore_top_level_holds_the_flows_and_at_most_fifteen_entries() -> None:
+    top = top_level_entries(ROOT / "packages/qcore/src/qcore")
+    assert len(top) <= MAX_TOP_LEVEL_ENTRIES, f"{len(top)} entries directly in qcore/: {sorted(top)}"
+    modules_ = {name for name, kind in top.items() if kind == "module"}
+    assert modules_ <= TOP_LEVEL_MODULES, (
+        f"modules directly in qcore/ that belong in a folder: {sorted(modules_ - TOP_LEVEL_MODULES)}"
+    )
+    assert {"fx", "pt2e", "plugins", "int8", "testing", "zoo"} <= set(top)
+
+
+def test_the_top_level_count_counts_packages_too(tmp_path: Path) -> None:
+    (tmp_path / "flow").mkdir()
+    (tmp_path / "flow" / "__init__.py").write_text("")
+    (tmp_path / "data").mkdir()  # no __init__: not a package
+    for name in ("__init__", "_version", "errors"):
+        (tmp_path / f"{name}.py").write_text("")
+    assert top_level_entries(tmp_path) == {"flow": "package", "errors": "module"}
+
+
+def test_qinductor_x86_shows_its_quantizer_and_lowering_as_two_folders() -> None:
+    """The shared table (post-ops), the entry points and the adapter stand beside them."""
+    top = top_level_entries(ROOT / "packages/qinductor-x86/src/qinductor_x86")
+    assert top == {
+        "quantizer": "package",
+        "lowering": "package",
+        "postop_table": "module",
+        "plugin": "module",
+        "_torch_private": "module",
+    }
+
+
+def test_the_conformance_kit_stands_apart_from_the_zoo() -> None:
+    """Third parties import ``qcore.testing``: it never imports the models or the suite's
+    helpers (``qcore.zoo``), and each of its modules is documented in qcore's README."""
+    kit = {m: t for m, t in edges().items() if m == "qcore.testing" or m.startswith("qcore.testing.")}
+    assert len(kit) > 5
+    into_zoo = [f"{m} imports {t}" for m, ts in kit.items() for t in ts if t.startswith("qcore.zoo")]
+    assert not into_zoo, "\n".join(into_zoo)
+    readme = (ROOT / "packages/qcore/README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("What the kit holds") :]
+    leaves = {m: m.rpartition(".")[2] if m != "qcore.testing" else m for m in kit}
+    undocumented = sorted(m for m, leaf in leaves.items() if f"| `{leaf}` |" not in table)
+    assert not undocumented, f"kit modules missing from qcore's README table: {undocumented}"

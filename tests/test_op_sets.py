@@ -2,7 +2,7 @@
 
 Two modules that spell the same set of torch ops under different names drift apart the
 first time one of them gains an op; the second should import the first (the value-moving
-sets live in ``qcore.annotation.ops``: ``VIEWS``, ``MOVES``, ``SAME_VALUES``). This walks
+sets live in ``qcore.pt2e.annotation.ops``: ``VIEWS``, ``MOVES``, ``SAME_VALUES``). This walks
 the module globals of every module of qcore and of every first-party plugin for sets,
 frozensets and tuples of op overloads or overload packets, and fails on two equal ones
 that are not one object, and on a set that is mostly another without being derived from
@@ -96,18 +96,18 @@ def explained(pair: tuple[frozenset[str], frozenset[str]]) -> frozenset[str] | N
 
 #: Op sets that overlap without one being built from the other, and why both are needed.
 EXPLAINED = {
-    frozenset({"qcore.annotation.ops.SHARE_QPARAMS", "qcore.annotation.ops.VIEWS"}):
+    frozenset({"qcore.pt2e.annotation.ops.SHARE_QPARAMS", "qcore.pt2e.annotation.ops.VIEWS"}):
         "the ops ExecuTorch's XNNPACK quantizer annotates as sharing qparams (held equal to "
         "it by the parity tests), which include views; _unsafe_view, the view it lacks, "
         "appears only after Inductor's decompositions",
-    frozenset({"qcore.annotation.ops.SHARE_QPARAMS", "qinductor_x86.patterns.INT8_IN_INT8_OUT"}):
+    frozenset({"qcore.pt2e.annotation.ops.SHARE_QPARAMS", "qinductor_x86.quantizer.recipe.INT8_IN_INT8_OUT"}):
         "torchao's x86 recipe: the ops its kernels run on int8 codes (cat among them, which "
         "XNNPACK does not annotate as sharing), held equal to torchao by its parity tests",
-    frozenset({"qcore.annotation.ops.MOVES", "qinductor_x86.lowering.ops.TO_COMPUTE"}):
+    frozenset({"qcore.pt2e.annotation.ops.MOVES", "qinductor_x86.lowering.ops.TO_COMPUTE"}):
         "what a dequantized value flows through to a conv or matmul: views, clone, expand "
         "(moves that keep every value where the kernel finds it) and a dtype cast, built "
         "from VIEWS; slices, selects and squeezes change what the kernel reads",
-    frozenset({"qcore.annotation.ops.VIEWS", "qinductor_x86.lowering.liftup.LIFTABLE"}):
+    frozenset({"qcore.pt2e.annotation.ops.VIEWS", "qinductor_x86.lowering.liftup.LIFTABLE"}):
         "built from VIEWS: every view but _unsafe_view, which torch's own lift-up skips",
     frozenset({"qinductor_x86.lowering.ops.DEQUANTIZE", "qinductor_x86.lowering.floatweights.WEIGHT_DEQUANTIZE"}):
         "built from DEQUANTIZE: a weight's dequantize, per tensor or per channel",

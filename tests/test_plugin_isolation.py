@@ -13,7 +13,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 from qcore.errors import PluginConflictError, PluginError
 from qcore.metrics import sqnr
-from qcore.testing.fakes import FakeDist
+from qcore.zoo.suite.fakes import FakeDist
 
 
 def test_missing_module_leaves_first_party_plugins_working(fake_dist: FakeDist) -> None:

@@ -26,8 +26,8 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing import transformers_zoo
 from qcore.testing.codes import compare_codes
+from qcore.zoo import huggingface as transformers_zoo
 
 MIN_SQNR = 25.0
 LINEAR = torch.ops.aten.linear.default

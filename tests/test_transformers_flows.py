@@ -1,6 +1,6 @@
 """Hugging Face transformers through every PT2E quantizer, eager converted (issue 20).
 
-The zoo (``qcore.testing.transformers_zoo``: BERT, DistilBERT, GPT-2, ViT, Whisper's
+The zoo (``qcore.zoo.huggingface``: BERT, DistilBERT, GPT-2, ViT, Whisper's
 encoder, random weights, eager attention, a padded attention mask) goes through the
 XNNPACK quantizer, the x86 quantizer and the quantizers derived from the ``onednn`` and
 ``executorch`` backends: export, prepare, four calibration batches, convert. Each lands
@@ -22,7 +22,7 @@ from torch.fx import GraphModule
 import qcore
 from qcore.metrics import sqnr
 from qcore.testing.fresh import run_fresh
-from qcore.testing.transformers_zoo import MODELS, build
+from qcore.zoo.huggingface import MODELS, build
 
 #: quantizer name -> its options: XNNPACK per channel, as ExecuTorch's examples use it
 QUANTIZERS: dict[str, dict[str, Any]] = {
@@ -80,7 +80,7 @@ from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
     X86InductorQuantizer, get_default_x86_inductor_quantization_config)
 from qcore.testing.fresh import emit
-from qcore.testing.transformers_zoo import build
+from qcore.zoo.huggingface import build
 
 model, inputs = build("bert")
 quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())

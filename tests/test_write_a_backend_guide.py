@@ -131,13 +131,13 @@ def _first_column(markdown: str, header: str) -> list[str]:
 def test_the_guide_lists_every_op_family_and_every_dtype_preset() -> None:
     from torch.ao.quantization.backend_config import DTypeConfig, DTypeWithConstraints
 
-    import qcore.dtypes
-    import qcore.patterns
+    import qcore.fx.dtypes
+    import qcore.fx.patterns
 
     guide = GUIDE.read_text(encoding="utf-8")
-    families = sorted(n for n in qcore.patterns.__all__ if n.endswith("_configs"))
+    families = sorted(n for n in qcore.fx.patterns.__all__ if n.endswith("_configs"))
     assert sorted(_first_column(guide, "family")) == families
-    public = {n: v for n, v in vars(qcore.dtypes).items() if n.isupper()}
+    public = {n: v for n, v in vars(qcore.fx.dtypes).items() if n.isupper()}
     presets = sorted(n for n, v in public.items() if isinstance(v, DTypeConfig))
     assert sorted(_first_column(guide, "preset")) == presets
     built_from = sorted(n for n, v in public.items() if isinstance(v, DTypeWithConstraints | float))

@@ -10,10 +10,10 @@ converted model the file was made from), for the deployed side (``deployed.py``)
 * phones: ExecuTorch ``.pte`` files with the XNNPACK delegate: one for every zoo model
   (``zoo.pte``, the models side by side), one for the functional convolutions, each with the delegation report of its lowering; ExecuTorch's
   own quantizer on the functional convolutions, lowered but not written (it cannot be);
-  the mixed-layer model (``qcore.testing.models.MixedLayers``) by the quantizer derived
+  the mixed-layer model (``qcore.zoo.models.MixedLayers``) by the quantizer derived
   from the ``executorch`` FX backend.
 
-The zoo models are cut to their first layer (:func:`qcore.testing.transformers_zoo.first_layer`): the second repeats the
+The zoo models are cut to their first layer (:func:`qcore.zoo.huggingface.first_layer`): the second repeats the
 first's ops, so it adds nothing to compile, delegate or compare, but doubles the time
 AOTInductor's C++ build and ExecuTorch's lowering take on each model.
 """
@@ -38,9 +38,9 @@ from torch import nn
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
 import qcore
-from qcore.annotation.transforms import conv3d_as_conv2d
-from qcore.testing import transformers_zoo
-from qcore.testing.models import mixed_layer_cases
+from qcore.pt2e.annotation.transforms import conv3d_as_conv2d
+from qcore.zoo import huggingface as transformers_zoo
+from qcore.zoo.models import mixed_layer_cases
 from qquantizer_xnnpack.delegation import DelegationReport, watch
 
 #: The guide, run as written by the session's ``guide`` fixture, and the files it writes

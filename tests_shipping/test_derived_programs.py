@@ -1,5 +1,5 @@
 """The quantizer derived from the ``executorch`` FX backend, as an ExecuTorch program
-(``builds.derived_program``): the mixed-layer model of ``qcore.testing.models`` (a
+(``builds.derived_program``): the mixed-layer model of ``qcore.zoo.models`` (a
 functional conv2d with keyword padding, float 1-D convs after a quantized mean, a 3-D
 conv, a transposed conv after ``cat``, scalar ``mul``/``add``, hardswish, sigmoid gates,
 means) goes through ExecuTorch 1.5.1's ``to_edge_transform_and_lower`` with the

@@ -1,5 +1,5 @@
 """The XNNPACK quantizer's output as ExecuTorch programs (``builds.py``): every model of the
-Hugging Face zoo (``qcore.testing.transformers_zoo``, each cut to its first layer) and the
+Hugging Face zoo (``qcore.zoo.huggingface``, each cut to its first layer) and the
 functional convolutions go
 through ExecuTorch 1.5.1's ``to_edge_transform_and_lower`` with the ``XnnpackPartitioner``
 to a ``.pte``, which the session's deployed side runs in ExecuTorch's runtime, in a fresh
@@ -27,7 +27,7 @@ from shipped import deployed_outputs
 
 from qcore.metrics import sqnr
 from qcore.testing.codes import compare_codes
-from qcore.testing.transformers_zoo import MODELS
+from qcore.zoo.huggingface import MODELS
 
 #: The zoo's accuracy bound against the float model (tests/test_transformers_flows.py).
 MIN_SQNR_VS_FLOAT = 25.0

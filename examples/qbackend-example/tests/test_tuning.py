@@ -1,6 +1,6 @@
 """qcore.tune drives the example plugin through the registry alone: its FX backend by
 name, and the PT2E quantizer qcore derives from it, on a transformer trained in the
-fixture (``qcore.testing.trained``) whose int8 model loses accuracy."""
+fixture (``qcore.zoo.trained``) whose int8 model loses accuracy."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qcore
-from qcore.testing.trained import outlier_transformer
+from qcore.zoo.trained import outlier_transformer
 
 TOLERANCE = 0.02
 

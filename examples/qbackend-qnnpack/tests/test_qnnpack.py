@@ -29,7 +29,7 @@ from torch.fx import GraphModule
 import qcore
 import qcore.fx
 import qcore.testing
-from qcore.engine import quantized_engine
+from qcore.int8.engine import quantized_engine
 from qcore.testing import compare_backend_configs
 from qcore.testing.reference import torch_backend_config
 

@@ -21,9 +21,9 @@ from torch.ao.quantization import (
 )
 
 import qcore
-from qcore.testing import flow
-from qcore.testing.models import ModelCase, all_cases, case, sqnr
 from qcore.testing.reference import config_pair, torch_backend_config
+from qcore.zoo.models import ModelCase, all_cases, case, sqnr
+from qcore.zoo.suite import flow
 
 ptq = partial(flow.ptq, convert="reference")
 same_outputs = partial(flow.assert_same_outputs, convert="reference")

@@ -19,8 +19,8 @@ from qbackend_executorch.host import (
     convert,
     host_hazards,
 )
-from qcore.testing.flow import prepare_and_calibrate, run
-from qcore.testing.models import ModelCase, case, sqnr
+from qcore.zoo.models import ModelCase, case, sqnr
+from qcore.zoo.suite.flow import prepare_and_calibrate, run
 
 
 @pytest.fixture

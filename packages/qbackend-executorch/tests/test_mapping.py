@@ -14,8 +14,8 @@ from torch.ao.quantization.fake_quantize import FakeQuantizeBase
 from torch.fx import GraphModule, Node
 
 import qcore
-from qcore.testing.flow import prepare_and_calibrate, ptq
-from qcore.testing.models import ModelCase, all_cases, case
+from qcore.zoo.models import ModelCase, all_cases, case
+from qcore.zoo.suite.flow import prepare_and_calibrate, ptq
 
 SCALE_FLOOR = 2**-12
 CASES = [c for c in all_cases() if not c.name.startswith(("conv1d", "conv3d"))]

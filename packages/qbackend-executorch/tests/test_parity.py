@@ -7,7 +7,7 @@ from __future__ import annotations
 import qcore
 from qbackend_executorch.config import beyond_torch
 from qcore.testing import reference as kit
-from qcore.testing.fakes import fake_distributions, one_plugin
+from qcore.zoo.suite.fakes import fake_distributions, one_plugin
 from qcore.testing.fusion import fusion_failures
 
 TORCHS = kit.torch_backend_config("executorch")

@@ -8,8 +8,8 @@ import torch
 
 import qcore
 import qcore.fx
-from qcore.testing.flow import ptq, run
-from qcore.testing.models import ModelCase, case, functional_keyword_cases, sqnr
+from qcore.zoo.models import ModelCase, case, functional_keyword_cases, sqnr
+from qcore.zoo.suite.flow import ptq, run
 
 
 @pytest.mark.parametrize("name", ["resnet", "mobilenet", "transformer", "functional"])

@@ -17,16 +17,16 @@ from torch import nn
 from torch.ao.quantization import default_dynamic_qconfig, get_default_qconfig_mapping
 
 import qcore
-from qcore.engine import quantized_engine
-from qcore.testing.flow import (
+from qcore.int8.engine import quantized_engine
+from qcore.testing.reference import config_pair, torch_backend_config
+from qcore.zoo.models import ModelCase, all_cases, case, sqnr
+from qcore.zoo.suite.flow import (
     assert_same_outputs,
     float_weighted_layers,
     ptq,
     quantized_op_count,
     run,
 )
-from qcore.testing.models import ModelCase, all_cases, case, sqnr
-from qcore.testing.reference import config_pair, torch_backend_config
 
 CASES = all_cases()
 TORCH_MAPPING_FAILS: dict[str, type[Exception]] = {

@@ -23,9 +23,9 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 from torch.fx import GraphModule
 
 import qcore
-from qcore.engine import quantized_engine
+from qcore.fx.patterns import UnfusablePattern
+from qcore.int8.engine import quantized_engine
 from qcore.metrics import sqnr
-from qcore.patterns import UnfusablePattern
 
 IN, OUT = 32, 16
 

@@ -25,7 +25,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_f
 
 import qcore
 import qcore.fx
-from qcore.engine import quantized_engine
+from qcore.int8.engine import quantized_engine
 from qcore.metrics import sqnr
 from qcore.testing.fresh import emit, run_script
 

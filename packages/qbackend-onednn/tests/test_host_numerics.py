@@ -19,9 +19,8 @@ from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_f
 
 import qcore
 import qcore.fx
-from qcore.engine import quantized_engine
-from qcore.testing.flow import prepare_and_calibrate, ptq, run
-from qcore.testing.models import (
+from qcore.int8.engine import quantized_engine
+from qcore.zoo.models import (
     ModelCase,
     all_cases,
     case,
@@ -29,6 +28,7 @@ from qcore.testing.models import (
     real_cases,
     sqnr,
 )
+from qcore.zoo.suite.flow import prepare_and_calibrate, ptq, run
 
 MIN_SQNR_DB = 30.0
 #: Ours may trail torch's default by this much (calibration and held-out data differ).

@@ -20,10 +20,10 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qa
 
 import qcore
 from qbackend_onednn.mapping import CONV_TRANSPOSE_OPS, EMBEDDING_MODULES, fused_module_type_chains
-from qcore.engine import quantized_engine
-from qcore.testing.flow import ptq, qat_outputs, run
-from qcore.testing.models import ModelCase, case, sqnr
+from qcore.int8.engine import quantized_engine
 from qcore.testing.reference import torch_backend_config
+from qcore.zoo.models import ModelCase, case, sqnr
+from qcore.zoo.suite.flow import ptq, qat_outputs, run
 
 
 @pytest.fixture(autouse=True)

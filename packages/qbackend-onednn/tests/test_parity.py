@@ -4,7 +4,7 @@ One enumerated deviation: torch's fuser methods for the patterns in
 ``KNOWN_UPSTREAM_FUSER_BUGS`` crash in torch's own fuse pass (its fuse handler passes the
 function ``torch.tanh`` / ``F.leaky_relu`` to ``nni.LinearTanh`` / ``nni.LinearLeakyReLU``,
 which assert they get modules). Ours fuses ``torch.tanh`` exactly as ``nn.Tanh`` and
-declines ``F.leaky_relu`` with ``qcore.patterns.UnfusablePattern`` (its
+declines ``F.leaky_relu`` with ``qcore.fx.patterns.UnfusablePattern`` (its
 ``negative_slope`` never reaches a fuser). Every other field of these patterns, and every
 field of the other 219, must still be identical. It passes qcore's conformance kit with
 every pattern exercised.
@@ -24,14 +24,14 @@ from torch.ao.quantization import get_default_qconfig_mapping
 
 import qcore
 from qbackend_onednn.config import beyond_torch
-from qcore.engine import quantized_engine
-from qcore.patterns import UnfusablePattern, pattern_key
-from qcore.testing import flow
+from qcore.fx.patterns import UnfusablePattern, pattern_key
+from qcore.int8.engine import quantized_engine
 from qcore.testing import reference as kit
-from qcore.testing.fakes import fake_distributions, one_plugin
-from qcore.testing.fusion import fuse_pattern, fusion_failures
-from qcore.testing.models import ModelCase, sqnr
 from qcore.testing.parity import compare_backend_configs
+from qcore.zoo.models import ModelCase, sqnr
+from qcore.zoo.suite import flow
+from qcore.zoo.suite.fakes import fake_distributions, one_plugin
+from qcore.testing.fusion import fuse_pattern, fusion_failures
 
 #: Patterns (torch's reversed nested format) whose fuser crashes in torch 2.13's own
 #: config, where ours fuses (tanh) or declines clearly (leaky_relu); see the docstring.

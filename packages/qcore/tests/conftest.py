@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qcore.testing.fakes import FakeDist, fake_distributions
+from qcore.zoo.suite.fakes import FakeDist, fake_distributions
 
 # helper modules next to the tests (sync_scenarios: what spawned ranks import)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 @pytest.fixture
 def fake_dist() -> Iterator[FakeDist]:
-    """Install fake distributions for one test; see :mod:`qcore.testing.fakes`."""
+    """Install fake distributions for one test; see :mod:`qcore.zoo.suite.fakes`."""
     with fake_distributions() as make:
         yield make
 

@@ -1,4 +1,4 @@
-"""qcore.annotation.ops: every op of every operator set, one exported node each, gets the
+"""qcore.pt2e.annotation.ops: every op of every operator set, one exported node each, gets the
 annotation its set stands for, and each set holds exactly the ops written out here.
 
 The lists below are the specification, written out rather than read from the module:
@@ -28,11 +28,11 @@ from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserve
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 from torchao.testing.pt2e._xnnpack_quantizer_utils import _is_share_obs_or_fq_op
 
-from qcore.annotation import ops
-from qcore.annotation.common_annotators import propagate_shared_qparams
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.transforms import scalars_to_attrs
-from qcore.testing.pt2e import annotations_of, exported, spec_text
+from qcore.pt2e.annotation import ops
+from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import scalars_to_attrs
+from qcore.zoo.suite.pt2e import annotations_of, exported, spec_text
 
 aten = torch.ops.aten
 

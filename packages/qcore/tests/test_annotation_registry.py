@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from qcore.annotation.registry import Annotator, AnnotatorRegistry
 from qcore.errors import PluginConflictError
+from qcore.pt2e.annotation.registry import Annotator, AnnotatorRegistry
 
 
 def _fn(gm: object, config: object, filter_fn: object) -> None:
@@ -80,9 +80,9 @@ def test_importing_annotation_modules_registers_nothing_and_leaves_the_rng_alone
         "import torch\n"
         "torch.manual_seed(0); expected = torch.rand(3)\n"
         "torch.manual_seed(0)\n"
-        "import qcore.annotation.common, qcore.annotation.common_annotators as c\n"
-        "import qcore.annotation.transforms, qcore.annotation.quantizer\n"
-        "from qcore.annotation.registry import ANNOTATORS, Annotator\n"
+        "import qcore.pt2e.annotation.common, qcore.pt2e.annotation.common_annotators as c\n"
+        "import qcore.pt2e.annotation.transforms, qcore.pt2e.annotation.registry_quantizer\n"
+        "from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator\n"
         "assert torch.equal(torch.rand(3), expected), 'an import drew from the global RNG'\n"
         "assert 'common' not in ANNOTATORS._namespaces, 'an import registered common'\n"
         "ANNOTATORS.add('common', Annotator('ext', lambda *a: None), source='ext')\n"
@@ -96,14 +96,14 @@ def test_importing_annotation_modules_registers_nothing_and_leaves_the_rng_alone
 
 
 def test_the_split_modules_old_name_warns_and_still_holds_its_names() -> None:
-    """``qcore.annotation.common`` is retired with a deprecation: its names still import,
+    """``qcore.pt2e.annotation.common`` is retired with a deprecation: its names still import,
     each the same object as in the module that owns it now."""
     import importlib
 
-    import qcore.annotation.common as old
-    from qcore.annotation import claims, common_annotators, ops, transforms
+    import qcore.pt2e.annotation.common as old
+    from qcore.pt2e.annotation import claims, common_annotators, ops, transforms
 
-    with pytest.warns(DeprecationWarning, match=r"qcore\.annotation\.common is split"):
+    with pytest.warns(DeprecationWarning, match=r"qcore\.pt2e\.annotation\.common is split"):
         importlib.reload(old)
     assert old.COMMON is common_annotators.COMMON and old.passes is claims.passes
     assert old.CONV is ops.CONV and old.conv3d_as_conv2d is transforms.conv3d_as_conv2d

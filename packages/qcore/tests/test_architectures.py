@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from qcore.testing.architectures import architecture, architecture_cases
+from qcore.zoo.architectures import architecture, architecture_cases
 
 NAMES = [c.name for c in architecture_cases()]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qcore.cli import main
-from qcore.testing.fakes import one_plugin
+from qcore.zoo.suite.fakes import one_plugin
 
 from .test_plugins import GOOD_BACKEND
 
@@ -104,9 +104,9 @@ def _config():
     import operator, torch
     import torch.ao.nn.intrinsic as nni
     from torch import nn
-    from qcore import dtypes
-    from qcore.patterns import BinaryRoot, assemble, binary_op_configs, conv_configs, fusion
-    from qcore.patterns import linear_configs
+    from qcore.fx import dtypes
+    from qcore.fx.patterns import BinaryRoot, assemble, binary_op_configs, conv_configs, fusion
+    from qcore.fx.patterns import linear_configs
     W = [dtypes.WEIGHTED_INT8, dtypes.DYNAMIC_INT8, dtypes.DYNAMIC_FP16]
     add_relu = BinaryRoot(operator.add, nn.Conv2d, "left", bn=nn.BatchNorm2d, post=nn.ReLU)
     return assemble(
@@ -123,8 +123,8 @@ PLUGIN = BackendPlugin(name="wide", backend_config=_config)
 # A quantizer whose annotators have long names and descriptions, one of them added by an
 # extension distribution.
 WORDY_QUANTIZER = """
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
 
 def _nothing(gm, config, filter_fn):
     return []
@@ -152,7 +152,7 @@ def make():
 """
 WORDY_PLUGIN = """
 from qcore.plugin_api import QuantizerExtension, QuantizerPlugin
-from qcore.annotation.registry import Annotator
+from qcore.pt2e.annotation.registry import Annotator
 
 PLUGIN = QuantizerPlugin(name="wordy", factory="qwordy_cli.quantizer:make", annotator_namespace="wordy")
 

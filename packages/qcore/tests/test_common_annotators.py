@@ -1,4 +1,4 @@
-"""qcore.annotation.common_annotators: the common annotators, node by node.
+"""qcore.pt2e.annotation.common_annotators: the common annotators, node by node.
 
 Where upstream annotates the same way, the reference is torchao 0.18's own XNNPACK
 quantizer (``torchao.testing.pt2e._xnnpack_quantizer``: its annotators, its
@@ -32,12 +32,12 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
     get_symmetric_quantization_config,
 )
 
-from qcore.annotation.claims import computing
-from qcore.annotation.common_annotators import propagate_shared_qparams
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import Annotator
-from qcore.annotation.transforms import addmm_to_linear, scalars_to_attrs
-from qcore.testing.pt2e import (
+from qcore.pt2e.annotation.claims import computing
+from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
+from qcore.pt2e.annotation.registry import Annotator
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import addmm_to_linear, scalars_to_attrs
+from qcore.zoo.suite.pt2e import (
     annotate,
     differences,
     exported,
@@ -545,7 +545,7 @@ def _annotate_relu_output(
 def test_extension_annotators_run_only_when_enabled() -> None:
     """A quantizer runs its namespace's own annotators; those an extension added run
     once ``use_extensions()`` (what ``qcore.get_quantizer`` calls) says so."""
-    from qcore.annotation.registry import ANNOTATORS, Annotator
+    from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
 
     ANNOTATORS.define("test-extensions", (ANNOTATORS.get("common", "linear"),), source="test")
     ANNOTATORS.add("test-extensions", Annotator("relu_out", _annotate_relu_output), source="ext")
@@ -566,7 +566,7 @@ def test_a_conv_whose_input_or_weight_is_no_graph_node_is_refused_by_name(litera
     """A hand-built graph may pass a tensor itself where export puts a node: the conv and
     conv-relu annotators refuse such a conv naming it, and annotate nothing (a literal
     input left unchecked would be annotated silently, a tensor keying its qspec map)."""
-    from qcore.annotation.common_annotators import conv_annotators
+    from qcore.pt2e.annotation.common_annotators import conv_annotators
 
     graph = torch.fx.Graph()
     x, w = graph.placeholder("x"), graph.placeholder("w")
@@ -588,8 +588,8 @@ def test_a_conv_whose_input_or_weight_is_no_graph_node_is_refused_by_name(litera
 def test_each_conv_bn_annotator_is_named_for_the_convs_it_quantizes() -> None:
     """The QAT conv → batch_norm annotators: a transposed one's name, description and ops
     all say conv_transpose; a plain one's all say conv."""
-    from qcore.annotation import common_annotators as common
-    from qcore.annotation import ops
+    from qcore.pt2e.annotation import common_annotators as common
+    from qcore.pt2e.annotation import ops
 
     for annotator, transposed, relu in (
         (common.CONV_BN, False, False),
@@ -607,7 +607,7 @@ def test_each_conv_bn_annotator_is_named_for_the_convs_it_quantizes() -> None:
 def test_conv_bn_patterns_are_exported_only_for_a_graph_that_holds_a_batch_norm() -> None:
     """Exporting the twelve conv-bn patterns costs seconds per process: an eval graph (no
     batch_norm left) must not pay it, and a training graph must still be matched."""
-    from qcore.annotation import common_annotators as common
+    from qcore.pt2e.annotation import common_annotators as common
 
     common._conv_bn_matcher.cache_clear()
     example = (torch.randn(2, 3, 8, 8),)

@@ -24,11 +24,11 @@ from torch.ao.quantization.backend_config import (
 from torch.ao.quantization.quantize_fx import prepare_fx
 
 from qcore.testing import CheckResult, assert_conformant, check_backend
-from qcore.testing.backend import _check_fuser, _inputs_as_rounded, check_backend_config
-from qcore.testing.fakes import one_plugin
+from qcore.testing.backend_checks import _check_fuser, _inputs_as_rounded, check_backend_config
 from qcore.testing.fresh import run_fresh
 from qcore.testing.patterns import PatternNode
 from qcore.testing.synth import NotSynthesizableError, synthesize
+from qcore.zoo.suite.fakes import one_plugin
 
 # A plugin module: ``BUILD`` (source defining ``build() -> BackendConfig``) is filled per test.
 PLUGIN_SOURCE = """
@@ -319,7 +319,7 @@ def test_the_floor_is_inclusive(
     """A pattern whose SQNR lands exactly on the floor meets it (the floor is documented as
     the lowest SQNR that passes); a floor a hair above that SQNR fails it."""
     install_backend("exactfloorchip", GOOD)
-    monkeypatch.setattr("qcore.testing.backend.sqnr", lambda reference, actual: 20.0)
+    monkeypatch.setattr("qcore.testing.backend_checks.sqnr", lambda reference, actual: 20.0)
     at_floor = _prepare_convert(check_backend("exactfloorchip", min_sqnr_db=20.0))
     assert at_floor and all(r.ok for r in at_floor.values()), at_floor
     above = _prepare_convert(check_backend("exactfloorchip", min_sqnr_db=20.000001))
@@ -395,7 +395,7 @@ def _install_raising_fuser(install_backend: InstallBackend, name: str, raise_it:
     install_backend(
         name,
         f"""
-        from qcore.patterns import UnfusablePattern
+        from qcore.fx.patterns import UnfusablePattern
 
         def build():
             def fuser(is_qat, conv, relu):
@@ -657,7 +657,7 @@ def test_qcore_import_stays_cheap_after_loading_the_kit_module() -> None:
 
 
 def _onednn_pattern(text: str) -> BackendPatternConfig:
-    from qcore.patterns.text import pattern_text
+    from qcore.fx.patterns.text import pattern_text
 
     return next(c for c in get_onednn_backend_config().configs if pattern_text(c) == text)
 
@@ -838,7 +838,7 @@ def test_each_convert_mode_runs_its_torch_converter(
 
 
 def test_report_lines_keep_the_first_line_and_at_most_300_characters() -> None:
-    from qcore.testing.backend import _one_line
+    from qcore.testing.backend_checks import _one_line
 
     assert _one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
     long = _one_line(ValueError("x" * 1000))
@@ -850,7 +850,7 @@ def test_backends_without_a_mapping_get_torchs_default_ones() -> None:
     from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
     from torch.ao.quantization.qconfig import qconfig_equals
 
-    from qcore.testing.backend import default_mapping
+    from qcore.testing.backend_checks import default_mapping
 
     for is_qat, torchs in ((False, get_default_qconfig_mapping()), (True, get_default_qat_qconfig_mapping())):
         ours = default_mapping(nn.Linear(2, 2), is_qat)

@@ -12,15 +12,15 @@ from collections.abc import Callable
 import pytest
 
 from qcore.testing import CheckResult, assert_conformant, check_quantizer
-from qcore.testing.fakes import FakeDist, one_plugin
+from qcore.zoo.suite.fakes import FakeDist, one_plugin
 
 SOURCE = """
 import torch
 from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
-from qcore.annotation.claims import is_op, set_annotation
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.annotation.claims import is_op, set_annotation
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
 from qcore.plugin_api import QuantizerPlugin
 
 LINEAR = ANNOTATORS.get("common", "linear")

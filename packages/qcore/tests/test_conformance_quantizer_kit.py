@@ -30,14 +30,13 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from qcore._torch_private import Q_ANNOTATION_KEY
-from qcore.annotation.claims import is_op, set_annotation
-from qcore.annotation.common_annotators import COMMON, propagate_shared_qparams
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import ANNOTATORS, Annotator
-from qcore.annotation.transforms import scalars_to_attrs
+from qcore.pt2e.annotation.claims import is_op, set_annotation
+from qcore.pt2e.annotation.common_annotators import COMMON, propagate_shared_qparams
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import scalars_to_attrs
 from qcore.testing import check_quantizer
-from qcore.testing.fakes import FakeDist, one_plugin
-from qcore.testing.quantizer import (
+from qcore.testing.quantizer_checks import (
     CANONICAL,
     _annotation_check,
     _config_for,
@@ -47,6 +46,7 @@ from qcore.testing.quantizer import (
     _prepare_convert,
     validate_annotations,
 )
+from qcore.zoo.suite.fakes import FakeDist, one_plugin
 
 aten = torch.ops.aten
 
@@ -405,9 +405,9 @@ import torch
 from torch import nn
 from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantizer import Quantizer, QuantizationConfig, QuantizationSpec
-from qcore.annotation.claims import is_op, set_annotation
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.annotation.claims import is_op, set_annotation
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
 from qcore.plugin_api import QuantizerPlugin
 
 TANH = frozenset({torch.ops.aten.tanh.default})

@@ -1,4 +1,4 @@
-"""``qcore.annotation.transforms.conv3d_as_conv2d``: each 3-D convolution of an exported graph
+"""``qcore.pt2e.annotation.transforms.conv3d_as_conv2d``: each 3-D convolution of an exported graph
 becomes one 2-D convolution over depth-stacked slices, computing the same function in
 float (up to fp32 summation order), for every padding form, stride, dilation and group
 count, with and without bias."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from qcore.annotation.transforms import conv3d_as_conv2d
+from qcore.pt2e.annotation.transforms import conv3d_as_conv2d
 
 aten = torch.ops.aten
 #: fp32 sums of the same products in another order: a few units in the last place of the

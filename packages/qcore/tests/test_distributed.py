@@ -14,7 +14,7 @@ from torchao.quantization.pt2e import observer as pt2e_obs
 
 import qcore.distributed
 from qcore.distributed.histogram import rebin
-from qcore.testing.world import RankError, run_world
+from qcore.zoo.suite.world import RankError, run_world
 
 
 @pytest.fixture(scope="module")

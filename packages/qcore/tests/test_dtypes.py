@@ -1,4 +1,4 @@
-"""qcore.dtypes: presets equal the configs torch's own backends declare; bad ones raise."""
+"""qcore.fx.dtypes: presets equal the configs torch's own backends declare; bad ones raise."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch.ao.quantization.backend_config.onednn as torch_onednn
 import torch.ao.quantization.backend_config.qnnpack as torch_qnnpack
 from torch.ao.quantization.backend_config import DTypeConfig, DTypeWithConstraints
 
-from qcore import dtypes
-from qcore.dtypes import constraints, dtype_config, validate_dtype_config
+from qcore.fx import dtypes
+from qcore.fx.dtypes import constraints, dtype_config, validate_dtype_config
 
 # Each preset against the upstream constant it stands for (an independent reference).
 UPSTREAM = [

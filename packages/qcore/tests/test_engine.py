@@ -1,11 +1,11 @@
-"""qcore.engine.quantized_engine (also qcore.testing.quantized_engine): switches, restores on failure, names a missing engine."""
+"""qcore.int8.engine.quantized_engine (also qcore.testing.quantized_engine): switches, restores on failure, names a missing engine."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from qcore.engine import quantized_engine
+from qcore.int8.engine import quantized_engine
 
 
 def test_switches_and_restores_even_when_the_block_fails() -> None:

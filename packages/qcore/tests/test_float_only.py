@@ -14,19 +14,19 @@ from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserve
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
-from qcore.annotation.claims import set_annotation
-from qcore.annotation.common_annotators import annotate_linear
-from qcore.annotation.observable import (
+from qcore.metrics import sqnr
+from qcore.pt2e.annotation.claims import set_annotation
+from qcore.pt2e.annotation.common_annotators import annotate_linear
+from qcore.pt2e.annotation.observable import (
     additive_mask_value,
     is_float_tensor,
     non_float_quantized,
     non_quantizable_reason,
 )
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.registry import ANNOTATORS, Annotator
-from qcore.annotation.transforms import scalars_to_attrs
-from qcore.metrics import sqnr
-from qcore.testing.pt2e import exported
+from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import scalars_to_attrs
+from qcore.zoo.suite.pt2e import exported
 
 MIN = torch.finfo(torch.float32).min
 
@@ -328,7 +328,7 @@ def _mask_of(model: nn.Module, *example: Tensor) -> tuple[GraphModule, Any]:
 def test_masks_are_found_through_fills_and_evaluated_when_constant(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from qcore.annotation import observable
+    from qcore.pt2e.annotation import observable
 
     gm, mask = _mask_of(NestedFillMask(), torch.randn(2, 6), torch.ones(2, 6).long())
     evaluated: list[Any] = []

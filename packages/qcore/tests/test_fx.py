@@ -22,7 +22,7 @@ from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 import qcore.errors
 import qcore.fx
 from qcore import host
-from qcore.engine import quantized_engine
+from qcore.int8.engine import quantized_engine
 from qcore.metrics import sqnr
 
 
@@ -321,7 +321,7 @@ def test_only_layers_with_uint8_inputs_take_part(dtype: torch.dtype) -> None:
         ObservationType,
     )
 
-    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.fx.ranges import weighted_layers
     from qcore.int8.weight_ranges import TargetWeightObserver
 
     config = BackendConfig("signed").set_backend_pattern_config(
@@ -384,7 +384,7 @@ def test_a_functional_layer_takes_its_chosen_range(backends: None, layer: str) -
 def test_only_ints_describe_a_conv_argument() -> None:
     """One int per spatial dim: a single int repeated (as torch does), a sequence of ints
     as written; anything else (a traced value, a float, a string) describes nothing."""
-    from qcore.int8.fx_ranges import _per_dim
+    from qcore.fx.ranges import _per_dim
 
     assert _per_dim((1, 2), 2) == (1, 2) and _per_dim([3], 1) == (3,) and _per_dim(2, 3) == (2, 2, 2)
     assert all(_per_dim(v, 2) is None for v in (None, "same", (1, 2.0), 1.0))
@@ -404,7 +404,7 @@ class InputWeight(nn.Module):
 def test_only_a_parameter_weight_is_a_layers_weight(backends: None) -> None:
     """A weight that arrives as an input (named like a parameter) is not the layer's
     parameter: only the call on ``self.w`` is decided per layer."""
-    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.fx.ranges import weighted_layers
 
     example = (torch.rand(4, 16), torch.randn(8, 16))
     with host.targeting("avx2"):
@@ -480,7 +480,7 @@ def test_a_sequential_called_whole_is_no_layer(backends: None, model: type[nn.Mo
     are unwrapped to their layer, so ``linear`` alone is a weighted layer."""
     from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
 
-    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.fx.ranges import weighted_layers
 
     custom = PrepareCustomConfig().set_non_traceable_module_names(["slot"])
     with host.targeting("avx2"):
@@ -504,7 +504,7 @@ class BufferWeight(nn.Module):
 def test_a_functional_layer_on_a_buffer_is_no_weighted_layer(backends: None) -> None:
     """Its weight input is observed like a parameter's, but only parameters are the
     weights whose range is decided per layer: no layer, and the flow converts."""
-    from qcore.int8.fx_ranges import weighted_layers
+    from qcore.fx.ranges import weighted_layers
 
     x = torch.rand(8, 16, generator=torch.Generator().manual_seed(19))
     with host.targeting("avx2"):

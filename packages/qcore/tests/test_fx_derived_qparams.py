@@ -1,4 +1,4 @@
-"""qcore.int8.fx_ranges: the FX spellings it recognises. An op with a scalar operand whose
+"""qcore.fx.ranges: the FX spellings it recognises. An op with a scalar operand whose
 output qparams torch derives from its input (``quantized::add_scalar`` / ``mul_scalar``)
 leaves the next layer's input qparams unknown, so that layer keeps the safe weight range;
 a relu between them fuses into the op, so the walk back passes it.
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.fx import Graph
 
-from qcore.int8.fx_ranges import _has_scalar_operand, _is_relu
+from qcore.fx.ranges import _has_scalar_operand, _is_relu
 
 DERIVED = [
     ("call_function", operator.add), ("call_function", operator.iadd),

@@ -1,4 +1,4 @@
-"""qcore.int8.fx_ranges: a functional conv takes a range of its own only when every
+"""qcore.fx.ranges: a functional conv takes a range of its own only when every
 argument of its geometry is known when the model is prepared. A stride, a dilation or a
 group count computed from the input (a traced value, not an int) leaves the layer at the
 safe range: its geometry, and so which pairs overflow, is unknown. On a graph torch's own
@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import qcore
-from qcore.engine import quantized_engine
-from qcore.int8 import host
-from qcore.int8.fx_ranges import weighted_layers
+from qcore.fx.ranges import weighted_layers
+from qcore.int8 import cpu_profile as host
+from qcore.int8.engine import quantized_engine
 
 
 @pytest.fixture

@@ -10,7 +10,10 @@ from types import ModuleType
 
 import pytest
 
-from qcore.int8 import depth_plan, fx_ranges, pt2e_plan, pt2e_ranges, saturation, weight_ranges
+from qcore.fx import ranges as fx_ranges
+from qcore.int8 import depth_plan, saturation, weight_ranges
+from qcore.pt2e import range_plan as pt2e_plan
+from qcore.pt2e import ranges as pt2e_ranges
 
 MODULES = (depth_plan, fx_ranges, pt2e_plan, pt2e_ranges, saturation, weight_ranges)
 

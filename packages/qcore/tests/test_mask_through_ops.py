@@ -1,4 +1,4 @@
-"""qcore.annotation.observable: an additive mask is recognised through every op that only
+"""qcore.pt2e.annotation.observable: an additive mask is recognised through every op that only
 moves, broadcasts or casts its values, one exported node of each, and not through an op
 that computes new values.
 
@@ -7,7 +7,7 @@ The ops are written out here (the spellings export records for ``x.expand``, ``x
 ``x.contiguous()``, ``x.clone()``, ``x.to(dtype)``, ``x.t()``, ``x.squeeze((d,))``,
 ``x[0]``; and, in graphs built by hand, the two Inductor's decompositions make): a mask
 behind one the module does not see through would be observed, and its add quantized with
-a scale of ~1e36. Together they are ``qcore.annotation.ops.SAME_VALUES``.
+a scale of ~1e36. Together they are ``qcore.pt2e.annotation.ops.SAME_VALUES``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from qcore.annotation import ops
-from qcore.annotation.claims import is_op
-from qcore.annotation.observable import additive_mask_value
-from qcore.testing.pt2e import exported
+from qcore.pt2e.annotation import ops
+from qcore.pt2e.annotation.claims import is_op
+from qcore.pt2e.annotation.observable import additive_mask_value
+from qcore.zoo.suite.pt2e import exported
 
 aten = torch.ops.aten
 MIN = torch.finfo(torch.float32).min
@@ -144,7 +144,7 @@ def test_a_diamond_of_fills_without_a_huge_constant_visits_each_node_once(
     """Thirty nested ``where``s each reading the previous one twice, none holding a huge
     constant: the answer is None, found by looking at each node once (a walk that revisits
     would take 2^30 steps: counted here, and stopped at a thousand)."""
-    from qcore.annotation import observable
+    from qcore.pt2e.annotation import observable
 
     class PlainDiamond(nn.Module):
         def forward(self, x: Tensor, mask: Tensor) -> Tensor:

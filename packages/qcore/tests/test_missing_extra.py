@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import qcore
-from qcore.testing.fakes import FakeDist, one_plugin
 from qcore.testing.fresh import Outcome, run_fresh
+from qcore.zoo.suite.fakes import FakeDist, one_plugin
 
 from .test_plugins import GOOD_BACKEND
 

@@ -24,8 +24,8 @@ from torch.ao.quantization.backend_config import (
 )
 from torch.ao.quantization.utils import MatchAllNode
 
-from qcore import dtypes
-from qcore.patterns import pattern_key
+from qcore.fx import dtypes
+from qcore.fx.patterns import pattern_key
 from qcore.testing.parity import compare_backend_configs
 
 CONV_BN_ADD_LEFT = (torch.add, (nn.BatchNorm2d, nn.Conv2d), MatchAllNode)

@@ -1,4 +1,4 @@
-"""qcore.patterns: shapes derive fusers and getters that behave like torch's own, and the
+"""qcore.fx.patterns: shapes derive fusers and getters that behave like torch's own, and the
 rows they emit drive torch's FX fusion."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from torch.ao.quantization.fuser_method_mappings import (
 from torch.ao.quantization.quantize_fx import fuse_fx
 from torch.ao.quantization.utils import MatchAllNode
 
-from qcore import dtypes
-from qcore.patterns import (
+from qcore.fx import dtypes
+from qcore.fx.patterns import (
     BinaryRoot,
     assemble,
     chain,

@@ -10,8 +10,8 @@ import pytest
 
 import qcore
 from qcore.errors import ForeignQcoreError, PluginConflictError, PluginError, PluginNotFoundError
-from qcore.testing.fakes import one_plugin
 from qcore.testing.fresh import run_fresh
+from qcore.zoo.suite.fakes import one_plugin
 
 FakeDist = Callable[..., Path]
 

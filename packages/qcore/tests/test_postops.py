@@ -18,8 +18,8 @@ from torch import nn
 from torch.ao.quantization.quantize_fx import fuse_fx
 from torch.ao.quantization.utils import MatchAllNode
 
-from qcore import dtypes
-from qcore.patterns import (
+from qcore.fx import dtypes
+from qcore.fx.patterns import (
     EXACT_MODULE_FORMS,
     PARAMETERIZED_FORMS,
     BinaryRoot,

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 
-from qcore.int8.pt2e_plan import input_quant_max
-from qcore.int8.pt2e_ranges import (
+from qcore.pt2e.range_plan import input_quant_max
+from qcore.pt2e.ranges import (
     TargetPerChannelWeightObserver,
     input_recorders,
     link_weight_observers,

@@ -1,4 +1,4 @@
-"""qcore.int8.pt2e_plan: the ``budgeted`` rule through torchao's own ``prepare_pt2e`` /
+"""qcore.pt2e.range_plan: the ``budgeted`` rule through torchao's own ``prepare_pt2e`` /
 ``convert_pt2e``, with a small registry quantizer of the x86 kind (uint8 activations on
 ``activation_observer_ctr``, int8 per-channel weights on ``weight_observer_ctr``).
 
@@ -21,10 +21,10 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
 
 from qcore import host
-from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET, DepthPlan
-from qcore.int8.pt2e_plan import ModelPlan
-from qcore.int8.pt2e_ranges import (
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.range_plan import ModelPlan
+from qcore.pt2e.ranges import (
     TargetHistogramObserver,
     activation_observer_ctr,
     weight_observer_ctr,
@@ -253,7 +253,7 @@ def test_seven_bits_are_priced_at_the_rounding_they_add_over_eight() -> None:
     from types import SimpleNamespace
 
     from qcore.int8.noise import InputStatistics
-    from qcore.int8.pt2e_plan import _Layer, _price
+    from qcore.pt2e.range_plan import _Layer, _price
 
     weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
     layer = _Layer(
@@ -279,7 +279,7 @@ def test_a_layer_on_more_positions_counts_less_in_proportion() -> None:
     from types import SimpleNamespace
 
     from qcore.int8.noise import InputStatistics
-    from qcore.int8.pt2e_plan import _Layer, _price
+    from qcore.pt2e.range_plan import _Layer, _price
 
     weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
 
@@ -305,9 +305,9 @@ def test_narrowing_is_priced_at_the_noise_it_adds_over_the_full_range(
     needed narrowing), and a positive price for the real narrowed grid."""
     from types import SimpleNamespace
 
-    from qcore.int8 import pt2e_plan
     from qcore.int8.noise import InputStatistics
-    from qcore.int8.pt2e_plan import _Layer, _price
+    from qcore.pt2e import range_plan as pt2e_plan
+    from qcore.pt2e.range_plan import _Layer, _price
 
     weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
     weight[:, :2] = 4.0  # two full-scale input channels: their pair sums overflow
@@ -331,7 +331,7 @@ def test_a_layer_whose_worst_pair_sum_is_exactly_int16_max_cannot_overflow() -> 
     from types import SimpleNamespace
 
     from qcore.int8.noise import InputStatistics
-    from qcore.int8.pt2e_plan import _Layer, _price
+    from qcore.pt2e.range_plan import _Layer, _price
 
     def price(second: int) -> bool:
         weight = torch.tensor([[1.0, second / 127.5]])
@@ -354,7 +354,7 @@ def test_a_layer_without_statistics_or_weight_or_signal_has_no_price() -> None:
     from types import SimpleNamespace
 
     from qcore.int8.noise import InputStatistics
-    from qcore.int8.pt2e_plan import _Layer, _price
+    from qcore.pt2e.range_plan import _Layer, _price
 
     weight = torch.randn(8, 16, generator=torch.Generator().manual_seed(3))
 
@@ -379,7 +379,8 @@ def test_an_input_observer_that_cannot_requantize_is_never_offered_seven_bits(
     observer on a layer that can overflow, with no budget to double it, gets never-overflow
     weights on its 8-bit input; the same input through this package's observer is offered
     7 bits, and takes them."""
-    from qcore.int8 import depth_plan, pt2e_plan
+    from qcore.int8 import depth_plan
+    from qcore.pt2e import range_plan as pt2e_plan
 
     offered: list[set[object]] = []
 

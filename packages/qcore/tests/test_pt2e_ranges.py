@@ -1,4 +1,4 @@
-"""qcore.int8.pt2e_ranges: per-channel weight ranges for PT2E quantizers on saturating CPUs.
+"""qcore.pt2e.ranges: per-channel weight ranges for PT2E quantizers on saturating CPUs.
 
 A small registry quantizer with uint8 activations (the x86 quantizer's kind) runs
 torchao's own ``prepare_pt2e`` / ``convert_pt2e``; the weights it produces are checked
@@ -22,14 +22,14 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 
 import qcore
 from qcore import host
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.int8.pt2e_ranges import (
+from qcore.int8.saturation import never_overflow_half_ranges, range_cost_db
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.ranges import (
     PER_LAYER_BUDGET_DB,
     RangeRule,
     TargetPerChannelWeightObserver,
     weight_observer_ctr,
 )
-from qcore.int8.saturation import never_overflow_half_ranges, range_cost_db
 
 
 class _Uint8Quantizer(RegistryQuantizer):
@@ -340,7 +340,7 @@ def test_histogram_statistics_bound_the_rounding_noise_bin_by_bin(data: str) -> 
     straddle a rounding boundary (2048 bins, 255 steps): within 5 % above."""
     from torchao.quantization.pt2e import HistogramObserver
 
-    from qcore.int8.pt2e_plan import input_statistics
+    from qcore.pt2e.range_plan import input_statistics
 
     gen = torch.Generator().manual_seed(21)
     x = {
@@ -373,7 +373,7 @@ def test_min_max_statistics_treat_the_range_as_uniform() -> None:
     uniform inputs, where that is what they are."""
     from torchao.quantization.pt2e import MinMaxObserver
 
-    from qcore.int8.pt2e_plan import input_statistics
+    from qcore.pt2e.range_plan import input_statistics
 
     x = torch.rand(200_000, generator=torch.Generator().manual_seed(22), dtype=torch.float64) * 2 + 1
     observer, scale, zero_point = _calibrated(MinMaxObserver(dtype=torch.uint8, quant_min=0, quant_max=255), x.float())
@@ -391,7 +391,7 @@ def test_an_input_with_no_spread_has_no_statistics() -> None:
     on, so there is nothing to price: no statistics, as for an uncalibrated observer."""
     from torchao.quantization.pt2e import HistogramObserver, MinMaxObserver
 
-    from qcore.int8.pt2e_plan import input_statistics
+    from qcore.pt2e.range_plan import input_statistics
 
     for observer in (HistogramObserver(dtype=torch.uint8), MinMaxObserver(dtype=torch.uint8)):
         assert input_statistics(observer) is None  # never calibrated: min inf, max -inf

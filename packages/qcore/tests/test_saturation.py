@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from qcore import host
-from qcore.engine import quantized_engine
 from qcore.int8 import saturation
+from qcore.int8.engine import quantized_engine
 from qcore.int8.saturation import (
     SAFE_HALF_RANGE,
     Geometry,

@@ -20,12 +20,12 @@ from torch import Tensor
 from torchao.testing.pt2e._xnnpack_quantizer import get_symmetric_quantization_config
 
 import qcore
-from qcore.annotation.common_annotators import propagate_shared_qparams
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.transforms import scalars_to_attrs
-from qcore.testing.trained import branches, brute_force_ranking, outlier_transformer
+from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import scalars_to_attrs
 from qcore.tuning import TuningWarning
 from qcore.tuning.sensitivity import Session
+from qcore.zoo.trained import branches, brute_force_ranking, outlier_transformer
 
 
 class Common(RegistryQuantizer):

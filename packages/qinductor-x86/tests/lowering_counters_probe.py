@@ -30,7 +30,7 @@ from torch import nn
 
 from qcore._torch_private import reused_pattern_graphs
 from qcore.metrics import sqnr
-from qinductor_x86.quantizer import (
+from qinductor_x86.quantizer.x86_inductor_quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
     get_x86_inductor_linear_dynamic_fp16_config,

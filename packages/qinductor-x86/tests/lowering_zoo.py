@@ -501,11 +501,11 @@ def _attr(module: torch.nn.Module, target: str) -> Any:
 
 @functools.cache
 def torchaos_eager_sqnr(name: str) -> float:
-    """SQNR against the float model of architecture ``name`` (``qcore.testing.architectures``)
+    """SQNR against the float model of architecture ``name`` (``qcore.zoo.architectures``)
     quantized by torchao 0.18's quantizer (full-range weights; it reads no int8 target),
     eager, on the held-out batch: three calibration batches, the accuracy reference of
     test_architecture_accuracy.py and test_budgeted_default.py, computed once a session."""
-    from qcore.testing.architectures import architecture
+    from qcore.zoo.architectures import architecture
 
     case = architecture(name)
     model = case.model()

@@ -1,5 +1,5 @@
 """A model zoo for parity with torchao 0.18's X86InductorQuantizer and the configurations
-compared; their annotations as text (``qcore.testing.pt2e``) are checked in as a table.
+compared; their annotations as text (``qcore.zoo.suite.pt2e``) are checked in as a table.
 
 The models are built from modules, as the x86 recipe recognises layers by their module,
 and none calls one module instance at two sites (torchao fails on those; see
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qcore.testing import pt2e
+from qcore.zoo.suite import pt2e
 
 # -- models ------------------------------------------------------------------------------
 

@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 import qcore
-from qcore.annotation.registry import ANNOTATORS
-from qinductor_x86 import annotators
+from qcore.pt2e.annotation.registry import ANNOTATORS
 from qinductor_x86._version import __version__
-from qinductor_x86.operators import X86Annotator
-from qinductor_x86.quantizer import (
+from qinductor_x86.quantizer import annotators
+from qinductor_x86.quantizer.operators import X86Annotator
+from qinductor_x86.quantizer.x86_inductor_quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
 )

@@ -2,7 +2,7 @@
 keeps torchao's accuracy on real architectures, and this package's lowering runs what the
 quantizer makes exactly (the default rule's bound: test_budgeted_default.py).
 
-The replicas of ``qcore.testing.architectures`` (torchvision's block structure and weight
+The replicas of ``qcore.zoo.architectures`` (torchvision's block structure and weight
 initialisation) are quantized for an AVX2 target by this package's quantizer and by
 torchao 0.18's (full-range weights, the reference), both evaluated eagerly against the
 float model. ShuffleNetV2 is the case that lost 3 dB with never-overflow weights: it is
@@ -22,8 +22,8 @@ import torch
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.architectures import ShuffleNetV2, architecture
-from qcore.testing.models import ModelCase
+from qcore.zoo.architectures import ShuffleNetV2, architecture
+from qcore.zoo.models import ModelCase
 
 ARCHITECTURES = ["shufflenet_v2", "mobilenet_v3"]
 #: The ShuffleNetV2 the routes compile: one stride-1 unit, in the middle stage (repeats

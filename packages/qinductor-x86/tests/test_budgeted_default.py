@@ -32,7 +32,7 @@ from torch import nn
 
 import qcore
 from qcore.metrics import sqnr
-from qcore.testing.architectures import architecture
+from qcore.zoo.architectures import architecture
 
 #: The budget stated in the README: doubled reductions add at most 4.5 % multiply-adds.
 BUDGET = 0.045

@@ -11,7 +11,7 @@ ReLU6, SiLU, squeeze-excite, residual adds) and an MLP (linear post-ops).
 The kernel counts are taken for a VNNI target, where our quantizer must match torchao.
 The numerics are taken for this host's target: on a CPU without VNNI oneDNN's int8
 kernels saturate full-range weights, so they hold there only with the weight rule meant
-for torch's passes, ``weight_rule="never_overflow"`` (``qinductor_x86.config``); the
+for torch's passes, ``weight_rule="never_overflow"`` (``qinductor_x86.quantizer.config``); the
 default, ``per_layer``, keeps full-range weights where narrowing costs accuracy, for this
 package's lowering, which runs them exactly.
 """

@@ -1,7 +1,7 @@
 """The x86 quantizer passes qcore's conformance kit, loaded through its entry point."""
 
 import qcore.testing
-from qcore.annotation.registry import ANNOTATORS
+from qcore.pt2e.annotation.registry import ANNOTATORS
 
 
 def test_x86_is_conformant() -> None:

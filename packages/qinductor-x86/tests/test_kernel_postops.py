@@ -18,7 +18,7 @@ from torch import nn
 
 import qcore
 from qinductor_x86.postop_table import ADD, KERNELS, POST_OPS
-from qinductor_x86.quantizer import (
+from qinductor_x86.quantizer.x86_inductor_quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
 )

@@ -22,7 +22,7 @@ from qcore.testing.fresh import run_fresh
 PACKAGES = {"qcore": Path(qcore.__file__).parent, "qinductor_x86": Path(qinductor_x86.__file__).parent}
 
 #: Edited one at a time (``sys.argv[1:]``, relative to the tree), after the untouched keys.
-EDITED = ["qinductor_x86/_torch_private.py", "qcore/int8/saturation.py", "qcore/int8/host.py"]
+EDITED = ["qinductor_x86/_torch_private.py", "qcore/int8/saturation.py", "qcore/int8/cpu_profile.py"]
 
 CHILD = """
 import sys

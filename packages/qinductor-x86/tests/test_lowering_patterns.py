@@ -111,7 +111,9 @@ def test_int8_weight_only_linear(shape: tuple[int, ...]) -> None:
 
 def test_attention_quantizes_before_its_views() -> None:
     """Quant lift-up: the q/k/v projections end in a uint8 quantize, not in float views."""
-    from qinductor_x86.quantizer import get_default_x86_inductor_quantization_config
+    from qinductor_x86.quantizer.x86_inductor_quantizer import (
+        get_default_x86_inductor_quantization_config,
+    )
 
     model, inputs = zoo.Attention(), (zoo.example(2, 8, 32),)
     quantizer = qcore.get_quantizer("x86")

@@ -174,7 +174,7 @@ CASES = {
         zoo.functional_conv_inputs,
         "avx2",
         # conv2d, conv1d and the 3-D conv, which the XNNPACK quantizer rewrites as a conv2d
-        # over depth-stacked slices (qcore.annotation.transforms.conv3d_as_conv2d); the
+        # over depth-stacked slices (qcore.pt2e.annotation.transforms.conv3d_as_conv2d); the
         # transposed conv stays in float
         3,
         ("a transposed convolution has no oneDNN int8 lowering here",),

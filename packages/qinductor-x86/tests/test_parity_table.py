@@ -11,8 +11,8 @@ import parity_models as pm
 import pytest
 
 import qcore
-from qcore.testing.pt2e import differences
-from qinductor_x86 import quantizer as ours
+from qcore.zoo.suite.pt2e import differences
+from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
 
 TABLE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "expected_annotations.json").read_text()

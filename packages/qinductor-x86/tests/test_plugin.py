@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import qcore
-from qcore.plugins import REGISTRY
+from qcore.plugins.discovery import REGISTRY
 
 
 def test_importing_the_package_changes_no_inductor_state(import_census: dict[str, object]) -> None:
@@ -33,7 +33,7 @@ def test_the_lowering_loads_through_its_entry_point(get: object) -> None:
 
 
 def test_the_quantizer_loads_through_its_entry_point() -> None:
-    from qinductor_x86.quantizer import (
+    from qinductor_x86.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer,
         get_default_x86_inductor_quantization_config,
     )

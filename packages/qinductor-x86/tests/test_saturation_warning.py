@@ -22,7 +22,7 @@ from test_lowering_saturation import INT16_MAX, brute_force_worst_pair
 from torch import nn
 
 import qcore
-from qinductor_x86.saturation_warning import SaturatingWithoutLoweringWarning
+from qinductor_x86.quantizer.saturation_warning import SaturatingWithoutLoweringWarning
 
 _LINEAR = torch.ops.aten.linear.default
 

@@ -1,6 +1,6 @@
 """3-D convolutions: XNNPACK has none, nor has ExecuTorch's portable runtime, so the
 quantizer rewrites each as a 2-D convolution over depth-stacked slices before annotating
-(``qcore.annotation.transforms.conv3d_as_conv2d``) and quantizes that like any conv2d, with
+(``qcore.pt2e.annotation.transforms.conv3d_as_conv2d``) and quantizes that like any conv2d, with
 per-output-channel int8 weights; module scopes still reach the rewritten conv."""
 
 from __future__ import annotations

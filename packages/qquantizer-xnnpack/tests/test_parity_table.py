@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import xnnpack_parity_models as pm
 
-from qcore.testing.pt2e import differences
+from qcore.zoo.suite.pt2e import differences
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 TABLE: dict[str, Any] = json.loads(

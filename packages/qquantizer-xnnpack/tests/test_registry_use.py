@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_common_namespace_is_shared_with_xnnpack() -> None:
-    from qcore.annotation.registry import ANNOTATORS
+    from qcore.pt2e.annotation.registry import ANNOTATORS
 
     common = {a.name: a for a in ANNOTATORS.annotators("common")}
     import qquantizer_xnnpack.annotators  # noqa: F401  (registers "xnnpack")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from qcore.annotation.report import explain_not_quantized
+from qcore.pt2e.annotation.report import explain_not_quantized
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 

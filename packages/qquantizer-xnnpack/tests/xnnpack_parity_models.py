@@ -1,5 +1,5 @@
 """Real-model shapes for parity with ExecuTorch 1.5.1; their annotations as text
-(``qcore.testing.pt2e``) compare two quantizers and are checked in as a table."""
+(``qcore.zoo.suite.pt2e``) compare two quantizers and are checked in as a table."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qcore.annotation.registry import Annotator
-from qcore.testing import pt2e
+from qcore.pt2e.annotation.registry import Annotator
+from qcore.zoo.suite import pt2e
 from qquantizer_xnnpack import annotators
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer
 

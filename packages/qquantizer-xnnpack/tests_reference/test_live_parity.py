@@ -16,7 +16,7 @@ import xnnpack_parity_models as pm
 from torch import nn
 
 from qcore.metrics import sqnr
-from qcore.testing import pt2e
+from qcore.zoo.suite import pt2e
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 REF = et_reference.load()

@@ -1,4 +1,4 @@
-"""The XNNPACK quantizer on Hugging Face transformers (``qcore.testing.transformers_zoo``)
+"""The XNNPACK quantizer on Hugging Face transformers (``qcore.zoo.huggingface``)
 against ExecuTorch 1.5.1's, live (issue 20).
 
 Wherever ExecuTorch's quantizer runs (ViT, Whisper's encoder) the two write identical
@@ -17,8 +17,8 @@ import pytest
 import torch
 import xnnpack_parity_models as pm
 
-from qcore.testing import pt2e
-from qcore.testing.transformers_zoo import MODELS, build, quantize
+from qcore.zoo.huggingface import MODELS, build, quantize
+from qcore.zoo.suite import pt2e
 from qquantizer_xnnpack.quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
 REF = et_reference.load()

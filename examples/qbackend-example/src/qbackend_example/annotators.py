@@ -15,8 +15,8 @@ from torchao.quantization.pt2e.quantizer import (
     get_output_act_qspec,
 )
 
-from qcore.annotation.claims import is_annotated, is_op, passes, set_annotation
-from qcore.annotation.registry import Annotator
+from qcore.pt2e.annotation.claims import is_annotated, is_op, passes, set_annotation
+from qcore.pt2e.annotation.registry import Annotator
 
 SILU = frozenset({torch.ops.aten.silu.default, torch.ops.aten.silu_.default})
 

@@ -16,8 +16,8 @@ from torch.ao.quantization import QConfigMapping, get_default_qat_qconfig_mappin
 from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 from torch.ao.quantization.qconfig_mapping import get_default_qconfig_mapping
 
-from qcore import dtypes
-from qcore.patterns import assemble, binary_op_configs, conv_configs, linear_configs, rows
+from qcore.fx import dtypes
+from qcore.fx.patterns import assemble, binary_op_configs, conv_configs, linear_configs, rows
 
 WEIGHTED = [dtypes.WEIGHTED_INT8]
 OPS = [dtypes.OP_QUINT8]

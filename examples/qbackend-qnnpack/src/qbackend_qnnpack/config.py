@@ -16,8 +16,8 @@ import operator
 import torch
 from torch.ao.quantization.backend_config import BackendConfig
 
-from qcore import dtypes
-from qcore.patterns import (
+from qcore.fx import dtypes
+from qcore.fx.patterns import (
     SHARE_QPARAMS_OPS,
     assemble,
     binary_op_configs,

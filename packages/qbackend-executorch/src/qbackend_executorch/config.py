@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
-from qcore import dtypes
-from qcore.patterns import (
+from qcore.fx import dtypes
+from qcore.fx.patterns import (
     assemble,
     binary_op_configs,
     cat_configs,

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
-from qcore import dtypes
-from qcore.patterns import (
+from qcore.fx import dtypes
+from qcore.fx.patterns import (
     SHARE_QPARAMS_OPS,
     BinaryRoot,
     assemble,

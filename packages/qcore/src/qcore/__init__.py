@@ -12,14 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from qcore import host
 from qcore._version import __version__
-from qcore.api import (
-    explain_not_quantized,
-    get_backend_config,
-    get_lowering,
-    get_qconfig_mapping,
-    get_quantizer,
-    list_plugins,
-)
 from qcore.errors import (
     ExportError,
     MissingExtraError,
@@ -28,6 +20,15 @@ from qcore.errors import (
     PluginNotFoundError,
 )
 from qcore.plugin_api import PLUGIN_API_VERSION
+from qcore.plugins.api import (
+    explain_not_quantized,
+    get_backend_config,
+    get_lowering,
+    get_qconfig_mapping,
+    get_quantizer,
+    list_plugins,
+)
+from qcore.plugins.renamed import keep_old_names
 
 if TYPE_CHECKING:
     import os
@@ -78,6 +79,39 @@ _RETIRED_ALIASES = {
     "weight_ranges": "qcore.int8.weight_ranges",
 }
 
+#: Modules moved in 0.2 (the layout by flow), by their new names: each old name still
+#: imports, as the same module object, with a DeprecationWarning, until 0.3.
+MOVED_IN_0_2 = {
+    "qcore.annotation": "qcore.pt2e.annotation",
+    "qcore.annotation.quantizer": "qcore.pt2e.annotation.registry_quantizer",
+    "qcore.api": "qcore.plugins.api",
+    "qcore.derived": "qcore.pt2e.derived",
+    "qcore.derived.quantizer": "qcore.pt2e.derived.derived_quantizer",
+    "qcore.dtypes": "qcore.fx.dtypes",
+    "qcore.engine": "qcore.int8.engine",
+    "qcore.exporting": "qcore.pt2e.export",
+    "qcore.extras": "qcore.plugins.extras",
+    "qcore.int8.fx_ranges": "qcore.fx.ranges",
+    "qcore.int8.host": "qcore.int8.cpu_profile",
+    "qcore.int8.pt2e_graph": "qcore.pt2e.range_graph",
+    "qcore.int8.pt2e_plan": "qcore.pt2e.range_plan",
+    "qcore.int8.pt2e_ranges": "qcore.pt2e.ranges",
+    "qcore.patterns": "qcore.fx.patterns",
+    "qcore.testing.architectures": "qcore.zoo.architectures",
+    "qcore.testing.backend": "qcore.testing.backend_checks",
+    "qcore.testing.derived": "qcore.zoo.suite.derived",
+    "qcore.testing.fakes": "qcore.zoo.suite.fakes",
+    "qcore.testing.flow": "qcore.zoo.suite.flow",
+    "qcore.testing.models": "qcore.zoo.models",
+    "qcore.testing.pretrained": "qcore.zoo.pretrained",
+    "qcore.testing.pt2e": "qcore.zoo.suite.pt2e",
+    "qcore.testing.quantizer": "qcore.testing.quantizer_checks",
+    "qcore.testing.trained": "qcore.zoo.trained",
+    "qcore.testing.transformers_zoo": "qcore.zoo.huggingface",
+    "qcore.testing.world": "qcore.zoo.suite.world",
+}
+keep_old_names(MOVED_IN_0_2, until="qcore 0.3")
+
 
 def export(
     model: "nn.Module",
@@ -87,8 +121,8 @@ def export(
 ) -> "GraphModule":
     """``torch.export.export(model, example_inputs).module()``, ready for ``prepare_pt2e``;
     a model that cannot be exported at these shapes raises :class:`ExportError` naming the
-    module and line, and the fix (see :mod:`qcore.exporting`; imports torch on first use)."""
-    from qcore.exporting import export as export_
+    module and line, and the fix (see :mod:`qcore.pt2e.export`; imports torch on first use)."""
+    from qcore.pt2e.export import export as export_
 
     return export_(model, example_inputs, example_kwargs, **options)
 
@@ -96,8 +130,8 @@ def export(
 def load_exported(path: "str | os.PathLike[str]", **options: Any) -> "ExportedProgram":
     """``torch.export.load`` for a saved PT2E-quantized program: registers the quantize /
     dequantize ops it calls first, which a fresh process lacks (see
-    :func:`qcore.exporting.load_exported`; needs the ``pt2e`` extra, imports torch)."""
-    from qcore.exporting import load_exported as load_exported_
+    :func:`qcore.pt2e.export.load_exported`; needs the ``pt2e`` extra, imports torch)."""
+    from qcore.pt2e.export import load_exported as load_exported_
 
     return load_exported_(path, **options)
 
@@ -162,6 +196,8 @@ def tune(
 def __getattr__(name: str) -> ModuleType:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(_LAZY_SUBMODULES[name])
+    if f"qcore.{name}" in MOVED_IN_0_2:
+        return importlib.import_module(f"qcore.{name}")  # the finder warns
     if name in _RETIRED_ALIASES:
         warnings.warn(
             f"qcore.{name} is retired; import {_RETIRED_ALIASES[name]} instead",

@@ -227,7 +227,7 @@ def claim_annotation(annotation: Any) -> None:
 
 # end PT2E -----------------------------------------------------------------------------
 
-# FX pattern configs (qcore.patterns) --------------------------------------------------
+# FX pattern configs (qcore.fx.patterns) --------------------------------------------------
 # BackendPatternConfig keeps these fields behind underscore setters; the builder derives
 # their values from a pattern's shape and sets them here only.
 
@@ -293,7 +293,7 @@ def is_fused_module(module: object) -> TypeGuard[nn.Sequential]:
 # end FX convert -----------------------------------------------------------------------
 
 
-# Derived PT2E quantizers (qcore.derived) ------------------------------------------------
+# Derived PT2E quantizers (qcore.pt2e.derived) ------------------------------------------------
 
 
 def observer_constructor_parts(ctr: Any) -> tuple[Any, dict[str, Any]]:

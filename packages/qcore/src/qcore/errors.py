@@ -26,7 +26,7 @@ class MissingExtraError(PluginError, ImportError):
     An ImportError too, so that code probing for an optional feature with ``except
     ImportError`` sees it as one. ``entry`` is what was asked for, ``need`` the rest of the
     message (what it needs and the command that installs it), ``name`` the missing module
-    and ``extra`` the extra that brings it; :mod:`qcore.extras` writes them.
+    and ``extra`` the extra that brings it; :mod:`qcore.plugins.extras` writes them.
     """
 
     def __init__(self, entry: str, need: str, name: str, extra: str) -> None:

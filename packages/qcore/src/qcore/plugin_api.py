@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
     from torchao.quantization.pt2e.quantizer import Quantizer
 
-    from qcore.annotation.registry import Annotator
+    from qcore.pt2e.annotation.registry import Annotator
 
 #: Bumped when a descriptor's fields or a factory's signature change incompatibly.
 PLUGIN_API_VERSION = 1

@@ -7,7 +7,7 @@ from qcore.plugin_api import LoweringPlugin, QuantizerPlugin
 
 QUANTIZER = QuantizerPlugin(
     name="x86",
-    factory="qinductor_x86.quantizer:make_quantizer",
+    factory="qinductor_x86.quantizer.x86_inductor_quantizer:make_quantizer",
     annotator_namespace="x86",
     description="PT2E quantizer for x86 Inductor (oneDNN)",
 )

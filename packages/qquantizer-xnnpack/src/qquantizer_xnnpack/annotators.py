@@ -15,9 +15,9 @@ from dataclasses import replace
 from torch.fx import Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
-from qcore.annotation import common_annotators as common
-from qcore.annotation.common_annotators import conv_annotators, conv_transpose_groups
-from qcore.annotation.registry import ANNOTATORS, AnnotateFn, Annotator
+from qcore.pt2e.annotation import common_annotators as common
+from qcore.pt2e.annotation.common_annotators import conv_annotators, conv_transpose_groups
+from qcore.pt2e.annotation.registry import ANNOTATORS, AnnotateFn, Annotator
 from qquantizer_xnnpack._version import __version__
 
 

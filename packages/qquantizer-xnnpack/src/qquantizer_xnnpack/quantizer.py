@@ -6,9 +6,9 @@ from typing import Any
 
 from torch.fx import GraphModule
 
-from qcore.annotation.common_annotators import propagate_shared_qparams
-from qcore.annotation.quantizer import RegistryQuantizer
-from qcore.annotation.transforms import conv3d_as_conv2d, scalars_to_attrs
+from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.transforms import conv3d_as_conv2d, scalars_to_attrs
 from qquantizer_xnnpack import annotators  # noqa: F401  (defines the "xnnpack" namespace)
 from qquantizer_xnnpack.config import get_symmetric_quantization_config
 
@@ -25,7 +25,7 @@ class XNNPACKQuantizer(RegistryQuantizer):
         """Scalars of add/mul become tensor attributes, so they can be observed; 3-D
         convolutions become 2-D ones over depth-stacked slices (XNNPACK has no 3-D
         convolution, nor has ExecuTorch's portable runtime: see
-        :func:`qcore.annotation.transforms.conv3d_as_conv2d`)."""
+        :func:`qcore.pt2e.annotation.transforms.conv3d_as_conv2d`)."""
         return conv3d_as_conv2d(scalars_to_attrs(model))
 
     def finalize(self, model: GraphModule) -> None:

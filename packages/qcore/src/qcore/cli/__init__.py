@@ -20,9 +20,10 @@ from qcore.cli import errors as cli_errors
 from qcore.cli.errors import CommandError
 from qcore.cli.paths import PLOT_SUFFIXES, check_distinct, check_output_path
 from qcore.cli.tables import terminal_width
-from qcore.derived.names import derived_names, derived_rows, is_disabled
 from qcore.errors import MissingExtraError, PluginError, PluginNotFoundError
-from qcore.extras import (
+from qcore.plugin_api import GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
+from qcore.plugins.discovery import REGISTRY
+from qcore.plugins.extras import (
     DEMO_EXTRA,
     DEMO_MODULES,
     PLOT_MODULE,
@@ -31,8 +32,7 @@ from qcore.extras import (
     require_extra,
     require_pt2e,
 )
-from qcore.plugin_api import GROUPS, PLUGIN_API_VERSION, PT2E_EXTRA
-from qcore.plugins import REGISTRY
+from qcore.pt2e.derived.names import derived_names, derived_rows, is_disabled
 
 # Upstream notices nobody running this command can act on: torchao's loader messages for
 # CUDA-only libraries on a CPU machine, torch's pytree deprecation, the export notice for
@@ -57,8 +57,8 @@ def _quiet_upstream_noise() -> None:
 
 
 def _cmd_list(_: argparse.Namespace) -> int:
-    from qcore.api import list_plugins
     from qcore.cli.describe import describe_plugins
+    from qcore.plugins.api import list_plugins
 
     foreign = foreign_qcore_reason()
     if foreign:
@@ -267,7 +267,7 @@ def _disabled(kind: str, name: str) -> bool:
 
 
 def _cmd_host(args: argparse.Namespace) -> int:
-    from qcore.int8.host import probe, target
+    from qcore.int8.cpu_profile import probe, target
 
     here, chosen = probe(), target()
     entries = [("this CPU", here)]

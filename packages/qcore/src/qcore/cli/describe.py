@@ -6,12 +6,12 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from qcore.annotation.registry import ANNOTATORS
-from qcore.api import get_backend_config, get_quantizer, install_quantizer_extensions
 from qcore.cli.tables import render_notes, render_table, terminal_width
-from qcore.derived.names import derived_names
-from qcore.patterns.text import op_name, pattern_text
-from qcore.plugins import REGISTRY, PluginInfo
+from qcore.fx.patterns.text import op_name, pattern_text
+from qcore.plugins.api import get_backend_config, get_quantizer, install_quantizer_extensions
+from qcore.plugins.discovery import REGISTRY, PluginInfo
+from qcore.pt2e.annotation.registry import ANNOTATORS
+from qcore.pt2e.derived.names import derived_names
 
 #: The OUTPUT column: the output's own observer, the input's (shared), or none at all.
 _OBSERVATION = {

@@ -107,7 +107,7 @@ def _run_flow(flow: Flow, model: nn.Sequential, data: Digits, float_latency: _Fl
 
 def _print_host() -> None:
     """The host's int8 capability, once, when it limits accuracy or speed."""
-    from qcore.int8.host import probe, target
+    from qcore.int8.cpu_profile import probe, target
 
     here, chosen = probe(), target()
     notes = []

@@ -20,10 +20,10 @@ from torch import Tensor, nn
 import qcore
 import qcore.fx
 from qcore._torch_private import inductor_freezing
-from qcore.api import backend_quantized_engine
 from qcore.demo.progress import progress
-from qcore.engine import quantized_engine
-from qcore.extras import require_pt2e
+from qcore.int8.engine import quantized_engine
+from qcore.plugins.api import backend_quantized_engine
+from qcore.plugins.extras import require_pt2e
 
 __all__ = ["Flow", "Quantized", "compile_frozen", "discover_flows"]
 

@@ -25,7 +25,7 @@ def recorders_in(model: nn.Module) -> dict[str, InputRecorder]:
     """Every recorder qcore keeps for ``model``, by a name that is the same on every rank."""
     found = {f"fx:{name}": r for name, r in fx_recorders(model).items()}
     # PT2E recorders exist only once their module (which needs torchao) has been imported
-    pt2e_ranges = sys.modules.get("qcore.int8.pt2e_ranges")
+    pt2e_ranges = sys.modules.get("qcore.pt2e.ranges")
     if pt2e_ranges is not None:
         found.update({f"pt2e:{n}": r for n, r in pt2e_ranges.input_recorders(model).items()})
     return found

@@ -7,7 +7,7 @@ things to the user that this module does:
   recorded positionally while torch traces (torch's lowering reads positions only and
   crashes or drops arguments otherwise; see :mod:`qcore.fx.normalize`);
 * on a target CPU that saturates int8 (see :mod:`qcore.host`), each layer's weight range
-  is chosen from its calibration inputs (:mod:`qcore.int8.fx_ranges`), so no layer pays for
+  is chosen from its calibration inputs (:mod:`qcore.fx.ranges`), so no layer pays for
   the safe range where full range is as accurate;
 * the backend's own convert: native kernels, or the reference representation for
   backends whose kernels run elsewhere (``BackendPlugin.reference_convert``); a native
@@ -36,13 +36,6 @@ from torch.ao.quantization.quantize_fx import (
 from torch.fx import GraphModule
 from torch.utils.hooks import RemovableHandle
 
-from qcore.api import (
-    backend_quantized_engine,
-    get_backend_config,
-    get_qconfig_mapping,
-    uses_reference_convert,
-)
-from qcore.engine import quantized_engine
 from qcore.errors import FxTraceError
 from qcore.fx.native import bind_engine, copy_summed_inputs
 from qcore.fx.normalize import (
@@ -50,11 +43,18 @@ from qcore.fx.normalize import (
     UnquantizableCall,
     normalize_functional_calls,
 )
+from qcore.fx.ranges import WeightedLayer, choose_ranges, record_inputs
+from qcore.fx.ranges import weighted_layers as find_weighted_layers
 from qcore.int8.calibration import InputRecorder
-from qcore.int8.fx_ranges import WeightedLayer, choose_ranges, record_inputs
-from qcore.int8.fx_ranges import weighted_layers as find_weighted_layers
+from qcore.int8.engine import quantized_engine
 from qcore.int8.saturation import RangeChoice
 from qcore.int8.weight_ranges import applying
+from qcore.plugins.api import (
+    backend_quantized_engine,
+    get_backend_config,
+    get_qconfig_mapping,
+    uses_reference_convert,
+)
 
 __all__ = [
     "WEIGHT_RANGES_META",

@@ -34,7 +34,7 @@ from torch import nn
 from torch.fx import GraphModule, Node
 
 from qcore._torch_private import add_load_state_dict_pre_hook, load_state_dict_pre_hooks
-from qcore.engine import quantized_engine as under_engine
+from qcore.int8.engine import quantized_engine as under_engine
 
 __all__ = ["EngineBoundGraphModule", "bind_engine", "copy_summed_inputs"]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.ao.quantization.observer import PerChannelMinMaxObserver
 
-from qcore.int8.host import Int8Host, target
+from qcore.int8.cpu_profile import Int8Host, target
 from qcore.int8.saturation import SAFE_HALF_RANGE, RangeChoice
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from qcore.engine import quantized_engine
-from qcore.extras import require_pt2e
+from qcore.int8.engine import quantized_engine
+from qcore.plugins.extras import require_pt2e
 from qcore.testing.parity import compare_backend_configs
 from qcore.testing.result import CheckResult, Progress, no_progress
 
@@ -27,11 +27,11 @@ def check_backend(
     ``stays_float``: the patterns the backend's default mapping leaves in float (default:
     what the plugin declares, ``BackendPlugin.stays_float``); every other pattern must
     quantize, to at least ``min_sqnr_db`` (default
-    :data:`qcore.testing.backend.MIN_SQNR_DB`) against its float model. ``progress``
+    :data:`qcore.testing.backend_checks.MIN_SQNR_DB`) against its float model. ``progress``
     is called after each pattern (see :data:`qcore.testing.result.Progress`).
     """
-    from qcore.testing.backend import MIN_SQNR_DB
-    from qcore.testing.backend import check_backend as run
+    from qcore.testing.backend_checks import MIN_SQNR_DB
+    from qcore.testing.backend_checks import check_backend as run
 
     floor = MIN_SQNR_DB if min_sqnr_db is None else min_sqnr_db
     return run(name, stays_float=stays_float, min_sqnr_db=floor, progress=progress)
@@ -41,7 +41,7 @@ def check_quantizer(name: str, *, progress: Progress = no_progress) -> list[Chec
     """Every conformance check for PT2E quantizer ``name`` (a plugin, or the quantizer
     derived from backend ``name``); ``progress`` is called after each annotator."""
     require_pt2e(f"qcore.testing.check_quantizer({name!r})")
-    from qcore.testing.quantizer import check_quantizer as run
+    from qcore.testing.quantizer_checks import check_quantizer as run
 
     return run(name, progress)
 

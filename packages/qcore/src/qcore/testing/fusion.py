@@ -35,10 +35,10 @@ def fuse_pattern(config: BackendConfig, pattern_config: BackendPatternConfig) ->
 
 def fusion_failures(config: BackendConfig) -> dict[Any, str]:
     """Every pattern of ``config`` with a fuser method whose fusion fails in torch's fuse
-    pass, keyed as :func:`~qcore.patterns.pattern_key` keys it, with the exception's type
+    pass, keyed as :func:`~qcore.fx.patterns.pattern_key` keys it, with the exception's type
     and first line. A pattern no model can be synthesized for is listed too, so nothing
     is left out silently."""
-    from qcore.patterns import pattern_key
+    from qcore.fx.patterns import pattern_key
 
     failures: dict[Any, str] = {}
     for pattern_config in config.configs:

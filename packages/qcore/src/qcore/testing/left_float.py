@@ -20,7 +20,7 @@ from torch.ao.quantization import QConfigMapping
 from torch.ao.quantization.backend_config import BackendPatternConfig, DTypeConfig
 from torch.fx import GraphModule, Node
 
-from qcore.patterns.text import op_name
+from qcore.fx.patterns.text import op_name
 
 #: Float module classes whose weights a quantized pattern quantizes (subclasses included:
 #: torch's reference quantized modules subclass them, and are told apart by their module).

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
-from qcore.patterns.rows import describe, pattern_key
+from qcore.fx.patterns.rows import describe, pattern_key
 
 __all__ = ["compare_backend_configs"]
 
@@ -215,7 +215,7 @@ def compare_backend_configs(
     that differs, and the first place where the shared patterns come in another order
     (ties between equally long patterns are broken by order when torch matches).
     ``upstream_fuser_bugs`` (patterns in torch's reversed nested format, as
-    :func:`~qcore.patterns.pattern_key` gives them) exempts the reference fuser's crashes
+    :func:`~qcore.fx.patterns.pattern_key` gives them) exempts the reference fuser's crashes
     on those patterns only; see the module docstring.
     """
     diffs = []

@@ -26,9 +26,9 @@ from typing import Any
 from torch.ao.quantization.backend_config import BackendConfig, BackendPatternConfig
 
 import qcore
-from qcore.patterns.rows import describe, pattern_key
+from qcore.fx.patterns.rows import describe, pattern_key
 from qcore.plugin_api import resolve
-from qcore.plugins import DISABLE_ENV, REGISTRY
+from qcore.plugins.discovery import DISABLE_ENV, REGISTRY
 from qcore.testing import assert_conformant
 from qcore.testing.fresh import run_fresh
 from qcore.testing.parity import compare_backend_configs

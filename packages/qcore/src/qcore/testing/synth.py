@@ -379,7 +379,7 @@ class SynthCase:
 
 def row_for(op: Any, extra_rows: dict[Any, OpRow] | None = None) -> OpRow:
     """The row for ``op``; raise NotSynthesizableError naming it when there is none."""
-    from qcore.patterns.text import op_name
+    from qcore.fx.patterns.text import op_name
 
     rows = OP_ROWS if extra_rows is None else {**OP_ROWS, **extra_rows}
     try:
@@ -389,7 +389,7 @@ def row_for(op: Any, extra_rows: dict[Any, OpRow] | None = None) -> OpRow:
 
 
 def _common_rank(rows: list[OpRow], ops: list[Any]) -> int:
-    from qcore.patterns.text import op_name
+    from qcore.fx.patterns.text import op_name
 
     for rank in rows[0].ranks:
         if all(rank in row.ranks for row in rows):

@@ -111,7 +111,7 @@ class Pt2eFlow:
 
     def configuration(self, model: nn.Module, floating: Sequence[QuantizedOp]) -> Quantizer:
         """The quantizer with ``floating`` left in float, through its scoping API."""
-        from qcore.annotation.quantizer import RegistryQuantizer
+        from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
 
         quantizer = self.make()
         if not floating:
@@ -119,7 +119,7 @@ class Pt2eFlow:
         if not isinstance(quantizer, RegistryQuantizer):
             raise TypeError(
                 f"qcore.tune: quantizer {self.label} ({type(quantizer).__qualname__}) is not "
-                "built on qcore's annotator registry (qcore.annotation.RegistryQuantizer), so "
+                "built on qcore's annotator registry (qcore.pt2e.annotation.RegistryQuantizer), so "
                 "it has no scoping to leave an op in float"
             )
         scopes = _leaf_scopes(self.ops, floating)
@@ -135,7 +135,7 @@ class Pt2eFlow:
     ) -> GraphModule:
         from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
-        from qcore.exporting import export
+        from qcore.pt2e.export import export
 
         prepared: GraphModule = prepare_pt2e(export(model, example_inputs), config)
         return prepared
@@ -190,7 +190,7 @@ class FxFlow:
 
     def configuration(self, model: nn.Module, floating: Sequence[QuantizedOp]) -> QConfigMapping:
         """The backend's mapping with ``None`` for each op left in float."""
-        from qcore.api import get_qconfig_mapping
+        from qcore.plugins.api import get_qconfig_mapping
 
         mapping = get_qconfig_mapping(self.backend, model=model)
         for op in floating:
@@ -246,8 +246,8 @@ class FxFlow:
     def reference(self, prepared: GraphModule) -> GraphModule:
         from torch.ao.quantization.quantize_fx import convert_to_reference_fx
 
-        from qcore.api import get_backend_config
         from qcore.fx.normalize import normalize_functional_calls
+        from qcore.plugins.api import get_backend_config
 
         model = copy.deepcopy(prepared)
         normalize_functional_calls(model)
@@ -265,8 +265,8 @@ class FxFlow:
 def resolve_flow(flow: str | Quantizer, quantizer_options: dict[str, Any]) -> Flow:
     """The flow ``flow`` names: an FX backend by its name (``fx:NAME`` to insist), a PT2E
     quantizer by its name (``pt2e:NAME`` for one derived from a backend), or a quantizer."""
-    from qcore.api import get_quantizer
-    from qcore.plugins import REGISTRY
+    from qcore.plugins.api import get_quantizer
+    from qcore.plugins.discovery import REGISTRY
 
     if not isinstance(flow, str):
         quantizer = flow
@@ -281,7 +281,7 @@ def resolve_flow(flow: str | Quantizer, quantizer_options: dict[str, Any]) -> Fl
                 f"flow {flow!r} is the FX backend {name}, which takes no quantizer options "
                 f"(got {sorted(quantizer_options)}); use pt2e:{name} for its PT2E quantizer"
             )
-        from qcore.api import get_backend_config
+        from qcore.plugins.api import get_backend_config
 
         get_backend_config(name)  # an unknown or broken backend says so now
         return FxFlow(name)

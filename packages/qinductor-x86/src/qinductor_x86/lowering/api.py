@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import Any
 
 from qcore.errors import UnsupportedTorchError
-from qcore.int8.host import target
+from qcore.int8.cpu_profile import target
 from qinductor_x86.lowering.report import GraphRecord, LoweringReport
 
 DISTRIBUTION = "qinductor-x86"

@@ -18,7 +18,7 @@ from typing import Any
 
 from torch.fx import Graph
 
-from qcore.int8.host import target
+from qcore.int8.cpu_profile import target
 from qinductor_x86 import _torch_private as private
 from qinductor_x86._version import __version__
 from qinductor_x86.lowering import code_key, ops, pipeline

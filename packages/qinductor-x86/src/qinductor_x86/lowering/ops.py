@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-import qcore.annotation.ops as shared
+import qcore.pt2e.annotation.ops as shared
 from qinductor_x86 import _torch_private as private
 
 aten = torch.ops.aten

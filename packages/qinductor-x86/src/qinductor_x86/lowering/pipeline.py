@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.fx import Graph
 
-from qcore.int8.host import Int8Host
+from qcore.int8.cpu_profile import Int8Host
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import (
     dataops,

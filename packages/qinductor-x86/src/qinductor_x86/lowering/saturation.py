@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch.fx import Node
 
-from qcore.int8.host import Int8Host
+from qcore.int8.cpu_profile import Int8Host
 from qcore.int8.saturation import INT16_MAX, worst_case_pair_sum
 from qinductor_x86.lowering import ops
 from qinductor_x86.lowering.context import CompileContext, val
