@@ -7,8 +7,8 @@ from __future__ import annotations
 import qcore
 from qbackend_executorch.config import beyond_torch
 from qcore.testing import reference as kit
-from qcore.zoo.suite.fakes import fake_distributions, one_plugin
 from qcore.testing.fusion import fusion_failures
+from qcore.zoo.suite.fakes import fake_distributions, one_plugin
 
 TORCHS = kit.torch_backend_config("executorch")
 

@@ -27,11 +27,11 @@ from qbackend_onednn.config import beyond_torch
 from qcore.fx.patterns import UnfusablePattern, pattern_key
 from qcore.int8.engine import quantized_engine
 from qcore.testing import reference as kit
+from qcore.testing.fusion import fuse_pattern, fusion_failures
 from qcore.testing.parity import compare_backend_configs
 from qcore.zoo.models import ModelCase, sqnr
 from qcore.zoo.suite import flow
 from qcore.zoo.suite.fakes import fake_distributions, one_plugin
-from qcore.testing.fusion import fuse_pattern, fusion_failures
 
 #: Patterns (torch's reversed nested format) whose fuser crashes in torch 2.13's own
 #: config, where ours fuses (tanh) or declines clearly (leaky_relu); see the docstring.

@@ -25,7 +25,7 @@ from torch._inductor import config as inductor_config
 
 import qcore
 from qinductor_x86 import lowering as x86_lowering
-from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
+from qinductor_x86.quantizer import x86_inductor_quantizer as ours
 
 #: model -> the model torchao quantizes in its place (itself, or its twin)
 MODELS = {"resnet_reused": "resnet", "mobilenet": "mobilenet", "mlp": "mlp"}

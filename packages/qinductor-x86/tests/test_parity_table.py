@@ -12,7 +12,7 @@ import pytest
 
 import qcore
 from qcore.zoo.suite.pt2e import differences
-from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
+from qinductor_x86.quantizer import x86_inductor_quantizer as ours
 
 TABLE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "expected_annotations.json").read_text()

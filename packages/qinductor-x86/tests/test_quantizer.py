@@ -16,11 +16,11 @@ from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 import qcore
 from qcore.pt2e.annotation.report import DECLINED, EXCLUDED, NO_ANNOTATOR
 from qcore.zoo.suite.pt2e import exported, quantizing, spec_text
+from qinductor_x86.quantizer import x86_inductor_quantizer as ours
 from qinductor_x86.quantizer.x86_inductor_quantizer import (
     X86InductorQuantizer,
     get_default_x86_inductor_quantization_config,
 )
-from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
 
 REF = torchao_reference.load()
 OPTIONS = [

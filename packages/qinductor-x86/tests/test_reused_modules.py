@@ -20,7 +20,7 @@ import torch
 import torchao_reference
 
 import qcore
-from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
+from qinductor_x86.quantizer import x86_inductor_quantizer as ours
 
 REF = torchao_reference.load()
 TABLE: dict[str, Any] = json.loads(

@@ -19,7 +19,7 @@ from torch import nn
 import qcore
 from qcore.zoo.suite import pt2e
 from qcore.zoo.suite.pt2e import quantizing
-from qinductor_x86.quantizer.x86_inductor_quantizer import x86_inductor_quantizer as ours
+from qinductor_x86.quantizer import x86_inductor_quantizer as ours
 
 # imported the way users do (this registers torchao's Inductor passes; nothing here lowers)
 REF = torchao_reference.load_with_side_effects()

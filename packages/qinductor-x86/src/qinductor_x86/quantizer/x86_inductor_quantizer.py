@@ -22,6 +22,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig
 from qcore.pt2e.annotation.registry import Annotator, is_dynamic_config
 from qcore.pt2e.annotation.registry_quantizer import NodeFilter, RegistryQuantizer
 from qcore.pt2e.annotation.transforms import addmm_to_linear
+from qinductor_x86.quantizer import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.quantizer.config import (
     get_default_x86_inductor_quantization_config,
     get_x86_inductor_linear_dynamic_fp16_config,
