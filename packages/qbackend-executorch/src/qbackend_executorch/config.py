@@ -26,6 +26,7 @@ from qcore.fx.patterns import (
     pattern_config,
     share_qparams_configs,
 )
+from qcore.pt2e.annotation.ops import fx_forms
 
 WEIGHTED = [dtypes.WEIGHTED_QINT8_SYMMETRIC, dtypes.WEIGHTED_INT8]
 LINEAR = [*WEIGHTED, dtypes.DYNAMIC_INT8, dtypes.DYNAMIC_QINT8_SYMMETRIC, dtypes.DYNAMIC_FP16]
@@ -34,13 +35,18 @@ OPS = [dtypes.OP_QINT8_SYMMETRIC, dtypes.OP_QUINT8]
 #: bias/weight entries are unused by ops without weights, so it acts like OP_QUINT8.
 BINARY = [dtypes.OP_QINT8_SYMMETRIC, dtypes.WEIGHTED_INT8]
 
-#: Ops ExecuTorch runs on quantized tensors keeping the input's qparams.
+#: Ops ExecuTorch runs on quantized tensors keeping the input's qparams: torch 2.13's
+#: table in its order, the value moves among it named by their rows of
+#: ``qcore.pt2e.annotation.ops.VALUE_MOVES``.
 SHARE_QPARAMS_OPS = (
-    nn.Flatten, F.adaptive_avg_pool2d, F.elu, F.hardtanh, F.max_pool2d, F.pad, F.relu,
+    *fx_forms("flatten", kind="module"),
+    F.adaptive_avg_pool2d, F.elu, F.hardtanh, F.max_pool2d, F.pad, F.relu,
     F.relu6, F.leaky_relu, F.leaky_relu_, nn.AdaptiveAvgPool2d, nn.ConstantPad2d, nn.ELU,
-    nn.MaxPool2d, nn.ReLU6, nn.Hardtanh, nn.LeakyReLU, torch.clamp, torch.flatten,
-    torch.mean, torch.permute, torch.permute_copy, torch.squeeze, "clamp", "mean",
-    "permute", "reshape", "relu", "relu_", "squeeze", "squeeze_", "leaky_relu",
+    nn.MaxPool2d, nn.ReLU6, nn.Hardtanh, nn.LeakyReLU, torch.clamp,
+    *fx_forms("flatten", kind="function"), torch.mean,
+    *fx_forms("permute", "permute_copy", "squeeze", kind="function"), "clamp", "mean",
+    *fx_forms("permute", "reshape", kind="method"), "relu", "relu_",
+    *fx_forms("squeeze", kind="method"), "leaky_relu",
 )  # fmt: skip
 
 

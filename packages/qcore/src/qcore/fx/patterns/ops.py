@@ -1,7 +1,8 @@
 """Op tables shared by backends: which ops belong to which family in torch's FX flow.
 
 These are facts of torch's quantized op set, not of one backend; backends that differ
-declare their own lists (ExecuTorch does for share-qparams ops).
+declare their own lists (ExecuTorch does for share-qparams ops). Which ops only move
+values is declared once for every op space, in ``qcore.pt2e.annotation.ops.VALUE_MOVES``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch.ao.quantization.backend_config import DTypeWithConstraints, Observati
 
 from qcore.fx.dtypes import FIXED_QPARAMS_0_TO_1, FIXED_QPARAMS_NEG1_TO_1
 from qcore.fx.patterns.rows import Op
+from qcore.pt2e.annotation.ops import fx_forms
 
 _DIFFERENT = ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT
 _SHARED = ObservationType.OUTPUT_SHARE_OBSERVER_WITH_INPUT
@@ -44,24 +46,28 @@ FIXED_QPARAMS_OPS: Mapping[Op, DTypeWithConstraints] = {
     "tanh_": FIXED_QPARAMS_NEG1_TO_1,
 }
 
-#: Ops that run on quantized tensors and keep the input's qparams (pooling, views,
-#: clamps): one observer serves input and output.
+#: Ops that run on quantized tensors and keep the input's qparams (pooling, value moves,
+#: clamps): one observer serves input and output. torch 2.13's table in its order, the
+#: value moves among it named by their rows of ``qcore.pt2e.annotation.ops.VALUE_MOVES``.
 SHARE_QPARAMS_OPS: tuple[Op, ...] = (
     nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
     nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
-    nn.Hardtanh, nn.Identity,
+    nn.Hardtanh, *fx_forms("identity", kind="module"),
     nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d,
-    nn.PixelShuffle, nn.PixelUnshuffle, nn.ReLU, nn.ReLU6,
+    *fx_forms("pixel_shuffle", "pixel_unshuffle", kind="module"), nn.ReLU, nn.ReLU6,
     F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d,
     F.hardtanh, F.hardtanh_, F.interpolate,
     F.max_pool1d, F.max_pool2d, F.max_pool3d,
-    F.pixel_shuffle, F.pixel_unshuffle, F.relu, F.relu6,
+    *fx_forms("pixel_shuffle", "pixel_unshuffle", kind="function"), F.relu, F.relu6,
     F.avg_pool1d, F.avg_pool2d, F.avg_pool3d,
-    torch.clamp, torch.flatten, torch.mean, torch.narrow, torch.repeat_interleave,
-    torch.transpose, torch.squeeze, torch.stack, torch.unsqueeze, operator.floordiv,
-    "contiguous", "clamp", "detach", "detach_", "mean", "permute", "repeat",
-    "repeat_interleave", "reshape", "resize_", "relu", "relu_", "squeeze", "squeeze_",
-    "transpose", "unsqueeze", "unsqueeze_", "view",
+    torch.clamp, *fx_forms("flatten", kind="function"), torch.mean,
+    *fx_forms("narrow", "repeat_interleave", "transpose", "squeeze", "stack", "unsqueeze",
+              kind="function"),
+    operator.floordiv,
+    *fx_forms("contiguous", kind="method"), "clamp", *fx_forms("detach", kind="method"), "mean",
+    *fx_forms("permute", "repeat", "repeat_interleave", "reshape", "resize_", kind="method"),
+    "relu", "relu_",
+    *fx_forms("squeeze", "transpose", "unsqueeze", "view", kind="method"),
 )  # fmt: skip
 
 #: Ops with their own output observer and nothing else to configure.
