@@ -34,7 +34,7 @@ from qinductor_x86._version import __version__
 from qinductor_x86.postop_table import ADD
 from qinductor_x86.quantizer import examples, passthrough
 from qinductor_x86.quantizer._marks import annotate_node
-from qinductor_x86.quantizer.call_sites import Call, calls, chains
+from qinductor_x86.quantizer.call_sites import CallSite, calls, chains
 from qinductor_x86.quantizer.operators import X86Annotator
 from qinductor_x86.quantizer.recipe import (
     INT8_IN_INT8_OUT,
@@ -75,7 +75,7 @@ def _annotate_layer(layer: Node, config: QuantizationConfig | None, alone: bool)
 
 
 def _annotate_fusion(
-    fusion: Fusion, chain: tuple[Call, ...], config: QuantizationConfig | None, filter_fn: Filter
+    fusion: Fusion, chain: tuple[CallSite, ...], config: QuantizationConfig | None, filter_fn: Filter
 ) -> list[Node] | None:
     """Annotate one matched chain; None when the recipe declines it."""
     outputs = [call.output for call in chain]
