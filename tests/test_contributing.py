@@ -85,6 +85,58 @@ def test_one_backend_pattern_row_passes_parity_and_reaches_the_derived_quantizer
     assert not any("hardswish" in name for name in without)
 
 
+def test_a_pattern_for_an_op_without_an_example_names_the_example_table_until_it_has_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch.cumsum, an op no row of ``OP_EXAMPLES`` covers, as a row of ``beyond_torch``:
+    the backend kit's model and the derived quantizer's example both fail naming the op
+    and that table; one row there (its ``dim``) and both run it, the derived quantizer
+    observing its output."""
+    from torch.ao.quantization.backend_config import BackendConfig
+
+    import qcore
+    from qbackend_executorch import config, mapping
+    from qcore.fx.patterns import examples
+    from qcore.testing.backend_checks import check_backend_config
+
+    monkeypatch.setattr(config, "beyond_torch", lambda: [pattern_config(torch.cumsum, config.OPS)])
+    added = [c for c in config.build_backend_config().configs if c.pattern is torch.cumsum]
+    quantizer = derived_quantizer(
+        "executorch-and-a-new-op", "tests", config.build_backend_config,
+        mapping.build_qconfig_mapping, pattern_text,
+    )  # fmt: skip
+    (annotator,) = [a for a in quantizer.annotators() if "cumsum" in a.name]
+    assert annotator.example is not None
+
+    def kit_says() -> tuple[bool, str]:
+        results = check_backend_config(
+            BackendConfig("added").set_backend_pattern_configs(added),
+            lambda model, is_qat: qcore.get_qconfig_mapping(
+                "executorch", is_qat=is_qat, model=model
+            ),
+        )
+        (result,) = [r for r in results if r.check == "prepare-convert"]
+        return result.ok, result.detail
+
+    says = (
+        "no example for op torch.cumsum: add its row to qcore.fx.patterns.examples.OP_EXAMPLES "
+        "(packages/qcore/src/qcore/fx/patterns/examples.py)"
+    )
+    assert kit_says() == (False, f"not synthesizable: {says}")
+    with pytest.raises(examples.NoExampleError) as raised:
+        annotator.example()
+    assert str(raised.value) == says
+
+    monkeypatch.setitem(examples.OP_EXAMPLES, torch.cumsum, examples.OpExample(args=(1,)))
+    ok, detail = kit_says()
+    assert ok and detail.startswith("quantized, SQNR"), detail
+    model, inputs = annotator.example()
+    graph = exported(model, inputs)
+    (cumsum,) = [n for n in graph.graph.nodes if n.target == torch.ops.aten.cumsum.default]
+    assert cumsum.args[1:] == (1,)
+    assert "output" in quantizing(annotate(quantizer, graph))["cumsum"]
+
+
 # "add a quantizer annotator": one row of the XNNPACK table --------------------------------
 
 

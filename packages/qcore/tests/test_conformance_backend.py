@@ -561,7 +561,10 @@ def test_an_op_the_kit_cannot_synthesize_fails_with_its_name(
     )
     result = _only(check_backend("exotic"), "prepare-convert", "torch.cumsum")
     assert not result.ok
-    assert result.detail == "not synthesizable: no synthesis row for op torch.cumsum"
+    assert result.detail == (
+        "not synthesizable: no example for op torch.cumsum: add its row to "
+        "qcore.fx.patterns.examples.OP_EXAMPLES (packages/qcore/src/qcore/fx/patterns/examples.py)"
+    )
 
 
 def test_a_plugin_that_cannot_load_fails_one_load_check(install_backend: InstallBackend) -> None:
@@ -745,7 +748,7 @@ def test_a_qat_swappable_pattern_is_fused_for_both_modes() -> None:
 
 
 class _Unknown(nn.Module):
-    """A module class the kit has no synthesis row for."""
+    """A module class no row of the example table covers."""
 
 
 def test_a_fuser_whose_input_modules_cannot_be_built_fails() -> None:

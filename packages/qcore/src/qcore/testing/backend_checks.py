@@ -262,11 +262,11 @@ def _fuser_arguments(tree: PatternNode, complex_format: bool, train: bool) -> li
     from torch import nn
     from torch.ao.quantization.utils import MatchAllNode
 
-    from qcore.testing.synth import row_for
+    from qcore.testing.synth import block, row_for
 
     def instance(op: Any) -> Any:
         if isinstance(op, type) and issubclass(op, nn.Module):
-            return row_for(op).build(op).train(train)
+            return block(op, row_for(op)).train(train)
         if op is F.relu:
             return nn.ReLU().train(train)
         return op

@@ -2,19 +2,22 @@
 conformance kit can exercise every derived annotator with no example written by hand.
 
 The tree is evaluated on a float input: a module element is instantiated (convolutions,
-linears and norms with a few channels, anything else with no arguments), a function or
-method is called on its arguments, and each ``MatchAllNode`` is a further model input.
+linears and norms with a few channels, anything else with the arguments of its row of
+``qcore.fx.patterns.examples.OP_EXAMPLES``), a function or method is called on its inputs
+and its row's arguments, and each ``MatchAllNode`` is a further model input.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.ao.quantization.backend_config import ObservationType
 
+from qcore.fx.patterns.examples import OP_EXAMPLES, NoExampleError, OpExample, example_row
 from qcore.pt2e.derived.patterns import DerivedPattern, is_match_all
 from qcore.pt2e.derived.sources import OPERATOR_METHODS
 
@@ -38,51 +41,72 @@ def _rank(tree: Any) -> str | None:
     return None
 
 
-#: Arguments of calls that need more than their input, by function, method or module
-#: class name (a callable receives the input tensor).
-_ARGS: dict[str, Any] = {
-    "adaptive_avg_pool": (2,), "adaptive_max_pool": (2,), "max_pool": (2,), "avg_pool": (2,),
-    "pad": lambda x: ((1, 1),), "clamp": (-1.0, 1.0), "clip": (-1.0, 1.0), "hardtanh": (),
-    "permute": lambda x: (tuple(reversed(range(x.dim()))),),
-    "permute_copy": lambda x: (tuple(reversed(range(x.dim()))),), "reshape": lambda x: ((x.shape[0], -1),),
-    "view": lambda x: ((x.shape[0], -1),), "transpose": (0, 1), "unsqueeze": (1,),
-    "softmax": {"dim": 1}, "log_softmax": {"dim": 1}, "chunk": (2, 1), "narrow": (1, 0, 2),
-    "interpolate": {"scale_factor": 2.0}, "repeat": lambda x: ((1,) * x.dim(),),
-    "expand": lambda x: (tuple(x.shape),), "flatten": (1,), "pixel_shuffle": (2,),
-    "pixel_unshuffle": (2,), "channel_shuffle": (2,), "split": (2, 1), "tile": lambda x: ((1,) * x.dim(),),
-    "group_norm": (2,), "unsqueeze_": (1,), "resize_": lambda x: (tuple(x.shape),), "repeat_interleave": (2, 1), "layer_norm": lambda x: (x.shape[-1:],),
-}  # fmt: skip
-_MODULE_ARGS: dict[str, Any] = {
-    "AdaptiveAvgPool": (2,), "AdaptiveMaxPool": (2,), "MaxPool": (2,), "AvgPool": (2,),
-    "ConstantPad": (1, 0.0), "ReflectionPad": (1,), "ReplicationPad": (1,), "ZeroPad": (1,),
-    "Softmax": {"dim": 1}, "LogSoftmax": {"dim": 1}, "Upsample": {"scale_factor": 2.0},
-    "PixelShuffle": (2,), "PixelUnshuffle": (2,), "ChannelShuffle": (2,),
-}  # fmt: skip
 _BINARY = frozenset({"add", "sub", "mul", "div", "matmul", "floordiv", "truediv", "pow"})
 _LISTS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
+_RANK = re.compile(r"(_?[123]d)$")
+_WEIGHTED = re.compile(r"conv(_transpose)?[123]d|linear")
 
 
-def _lookup(table: dict[str, Any], name: str) -> Any:
-    key = re.sub(r"(_?[123]d)$", "", name)
-    return table.get(name, table.get(key, ()))
+def _name(op: Any) -> str:
+    return op if isinstance(op, str) else str(getattr(op, "__name__", ""))
 
 
-def _call(fn: Any, name: str, x: Tensor, rest: list[Tensor]) -> Tensor:
-    """``fn`` called on ``x`` (and ``rest``) with the arguments its name needs."""
+def _row(op: Any) -> OpExample:
+    """``op``'s row of ``OP_EXAMPLES``, else the row of an op of its name, else of its name
+    without the rank (``torch.max_pool2d`` reads ``F.max_pool2d``'s row,
+    ``nn.ReflectionPad1d`` ``nn.ReflectionPad2d``'s)."""
+    try:
+        return example_row(op)
+    except NoExampleError:
+        name, module = _name(op), isinstance(op, type)
+        kin = [(_name(k), r) for k, r in OP_EXAMPLES.items() if isinstance(k, type) == module]
+        found = [r for n, r in kin if n == name] or [
+            r for n, r in kin if _RANK.sub("", n) == _RANK.sub("", name)
+        ]
+        if not found:
+            raise
+        return found[0]
+
+
+def _arguments(op: Any) -> tuple[Any, Mapping[str, Any]]:
+    row = _row(op)
+    if row.derived_args is not None:
+        return row.derived_args, {}
+    return row.args, row.kwargs
+
+
+def _kind(head: Any) -> str:
+    """How the example calls a pattern element: as a ``module``; ``weighted``, with the
+    model's weight and bias; on its ``operands`` (a binary operator); on a ``list`` of its
+    inputs; or, the rest, with the arguments of its ``row`` of ``OP_EXAMPLES``."""
+    name = _name(head)
+    if isinstance(head, type):
+        return "module"
     if name in _LISTS:
-        return fn([x, *(rest or [x])], 1)  # type: ignore[no-any-return]
-    extra = _lookup(_ARGS, name)
-    extra = extra(x) if callable(extra) else extra
-    if isinstance(extra, dict):
-        return fn(x, *rest, **extra)  # type: ignore[no-any-return]
-    return fn(x, *rest, *extra)  # type: ignore[no-any-return]
+        return "list"
+    if isinstance(head, str):
+        return "row"
+    if _WEIGHTED.fullmatch(name):
+        return "weighted"
+    if head in OPERATOR_METHODS or name in _BINARY:
+        return "operands"
+    return "row"
+
+
+def _function(op: Any) -> Any:
+    return getattr(torch.Tensor, op) if isinstance(op, str) else op
+
+
+def _call(op: Any, x: Tensor, rest: list[Tensor]) -> Tensor:
+    """``op`` (a function, or a method by name) called on ``x`` (and ``rest``) with the
+    arguments of its row."""
+    args, kwargs = _arguments(op)
+    args = args(x) if callable(args) else args
+    return _function(op)(x, *rest, *args, **kwargs)  # type: ignore[no-any-return]
 
 
 def _module(cls: type[nn.Module], last: int) -> nn.Module:
     name = cls.__name__
-    extra = _lookup(_MODULE_ARGS, name)
-    if extra:
-        return cls(**extra) if isinstance(extra, dict) else cls(*extra)
     if name.startswith(("Conv", "ConvTranspose")):
         return cls(_CHANNELS, _CHANNELS, 3, padding=1)
     if name == "Linear":
@@ -93,7 +117,8 @@ def _module(cls: type[nn.Module], last: int) -> nn.Module:
         return cls(last)
     if name == "GroupNorm":
         return cls(2, _CHANNELS)
-    return cls()
+    args, kwargs = _arguments(cls)
+    return cls(*args, **kwargs)
 
 
 class _PatternModel(nn.Module):
@@ -127,6 +152,8 @@ class _PatternModel(nn.Module):
             self._build(arg)
         if isinstance(head, type) and not is_match_all(head):
             self.layers.append(_module(head, self.last))
+        elif _kind(head) == "row":
+            _row(head)  # an op without a row fails here, as the example is built
 
     def forward(self, *inputs: Tensor) -> Tensor:
         layers = iter(self.layers)
@@ -136,17 +163,18 @@ class _PatternModel(nn.Module):
             head, args = (tree[0], tree[1:]) if isinstance(tree, tuple) else (tree, ())
             values = [next(extra) if (not isinstance(a, tuple) and is_match_all(a)) else run(a, x)
                       for a in args] or [x]  # fmt: skip
-            if isinstance(head, type):
+            kind = _kind(head)
+            if kind == "module":
                 return next(layers)(*values[:1])  # type: ignore[no-any-return]
-            if isinstance(head, str):
-                return _call(getattr(torch.Tensor, head), head, values[0], values[1:])
-            name = getattr(head, "__name__", "")
-            if re.fullmatch(r"conv(_transpose)?[123]d|linear", name):
+            if kind == "weighted":
                 return head(values[0], self.weight, self.bias)  # type: ignore[no-any-return]
-            if head in OPERATOR_METHODS or name in _BINARY:
+            if kind == "operands":
                 operands = values if len(values) > 1 else [values[0], values[0]]
                 return head(*operands)  # type: ignore[no-any-return]
-            return _call(head, name, values[0], values[1:])
+            if kind == "list":
+                listed = [values[0], *(values[1:] or values[:1])]
+                return _function(head)(listed, 1)  # type: ignore[no-any-return]
+            return _call(head, values[0], values[1:])
 
         if self.producer is None:
             return run(self.tree, inputs[0])
