@@ -23,6 +23,7 @@ from graph_lowering import Weight, dq, q
 from qcore.metrics import sqnr
 from qcore.testing.codes import compare_outputs
 from qinductor_x86.lowering import ops
+from qinductor_x86.lowering.kernels import QLinear
 
 #: bf16 keeps 8 significant bits: each rounding errs by at most 2^-9 of the value. Eager
 #: rounds the dequantized operands and the linear's output to bf16, the kernel computes on
@@ -160,6 +161,20 @@ def test_an_output_quantize_to_16_bits_stays_outside_the_kernel() -> None:
     (kernel,) = lowered.kernels
     assert kernel.meta["val"].dtype == torch.float32
     assert lowered.calls(torch.ops.quantized_decomposed.quantize_per_tensor.default)
+    _exact(lowered)
+
+
+def test_a_16_bit_quantize_on_uint8s_range_still_stays_outside_the_kernel() -> None:
+    """The dtype decides, not the range: a quantize to int16 whose range is ``[0, 255]``
+    (uint8's codes, in int16's storage) is no uint8 output oneDNN can write, so it stays
+    after a float-output kernel (tanh fused) and its int16 codes are eager's. (An int8
+    quantize never arrives here as int8: the signed pass re-based it to uint8.)"""
+    lowered = _post_op_into(torch.tanh, (0, 255, torch.int16), 1 / 100, 100, seed=14)
+    (kernel,) = lowered.kernels
+    assert kernel.meta["val"].dtype == torch.float32
+    (quantize,) = kernel.users
+    assert quantize.target is torch.ops.quantized_decomposed.quantize_per_tensor.default
+    assert quantize.args[3:] == (0, 255, torch.int16)
     _exact(lowered)
 
 
@@ -351,4 +366,29 @@ def test_of_two_kernel_outputs_added_the_left_operands_kernel_takes_the_add() ->
     (binary,) = lowered.calls(ops.QLINEAR_BINARY)
     (plain,) = lowered.calls(ops.QLINEAR)
     assert (binary.args[1], plain.args[1]) == (0.02, 0.03), (binary.args, plain.args)
+    _exact(lowered)
+
+
+def test_a_kernel_that_carries_a_post_op_already_takes_no_second_one() -> None:
+    """A graph can hold a oneDNN kernel that carries a post-op when it arrives (a model
+    that calls oneDNN's int8 linear itself, or a graph lowered once already): here a
+    linear with its relu, then a hardtanh to ``[-0.5, 0.5]``. oneDNN's kernel takes one
+    unary post-op, so the hardtanh must stay after it: fused, it would replace the relu
+    and let the negative values through. The kernel keeps its relu, the hardtanh's clamps
+    stay, and the output is eager's."""
+    packed = torch.ops.onednn.qlinear_prepack(LINEAR.codes, [8, 16])
+    w_zp = LINEAR.zero_points.to(torch.int32)
+
+    def graph(x: torch.Tensor) -> torch.Tensor:
+        y = ops.QLINEAR(
+            q(x, 0.02, 128), 0.02, 128, packed, LINEAR.scales, w_zp, LINEAR.bias,
+            1.0, 0, torch.float32, "relu", [], "",
+        )  # fmt: skip
+        return F.hardtanh(y, -0.5, 0.5)
+
+    lowered = gl.lower(graph, [torch.randn(8, 16, generator=torch.Generator().manual_seed(15))])
+    (kernel,) = lowered.kernels
+    assert kernel.target is ops.QLINEAR and QLinear.of(kernel).attr == "relu", kernel.args
+    assert lowered.calls(torch.ops.aten.clamp_min.default, torch.ops.aten.clamp_max.default)
+    assert (lowered.eager == 0).float().mean() > 0.2  # the relu matters here
     _exact(lowered)
