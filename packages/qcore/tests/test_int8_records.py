@@ -5,34 +5,17 @@ leading underscore) may change."""
 
 from __future__ import annotations
 
-import dataclasses
-from types import ModuleType
-
-import pytest
-
 from qcore.fx import ranges as fx_ranges
 from qcore.int8 import depth_plan, saturation, weight_ranges
 from qcore.pt2e import range_plan as pt2e_plan
 from qcore.pt2e import ranges as pt2e_ranges
+from qcore.zoo.suite.records import assignable, public_records
 
 MODULES = (depth_plan, fx_ranges, pt2e_plan, pt2e_ranges, saturation, weight_ranges)
 
 
-def _records(module: ModuleType) -> list[type]:
-    return [
-        obj
-        for name, obj in vars(module).items()
-        if isinstance(obj, type)
-        and dataclasses.is_dataclass(obj)
-        and obj.__module__ == module.__name__
-        and not name.startswith("_")
-    ]
-
 
 def test_every_record_of_the_int8_planners_refuses_assignment() -> None:
-    records = [cls for module in MODULES for cls in _records(module)]
+    records = public_records(*MODULES)
     assert {"Geometry", "RangeChoice", "WeightedLayer", "LayerPrice", "DepthPlan"} <= {c.__name__ for c in records}
-    for cls in records:
-        bare = object.__new__(cls)
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(bare, dataclasses.fields(cls)[0].name, None)
+    assert assignable(records) == []

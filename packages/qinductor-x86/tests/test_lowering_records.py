@@ -5,31 +5,14 @@ compile's patterns. Work state local to one pass (a leading underscore) may chan
 
 from __future__ import annotations
 
-import dataclasses
-from types import ModuleType
-
-import pytest
-
+from qcore.zoo.suite.records import assignable, public_records
 from qinductor_x86.lowering import dataops, postops, prepack, saturation, signed
 
 MODULES = (dataops, postops, prepack, saturation, signed)
 
 
-def _records(module: ModuleType) -> list[type]:
-    return [
-        obj
-        for name, obj in vars(module).items()
-        if isinstance(obj, type)
-        and dataclasses.is_dataclass(obj)
-        and obj.__module__ == module.__name__
-        and not name.startswith("_")
-    ]
-
 
 def test_every_record_of_the_lowering_refuses_assignment() -> None:
-    records = [cls for module in MODULES for cls in _records(module)]
+    records = public_records(*MODULES)
     assert {"Row", "Output", "Unary", "Form", "Verdict", "DataOp"} <= {c.__name__ for c in records}
-    for cls in records:
-        bare = object.__new__(cls)
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(bare, dataclasses.fields(cls)[0].name, None)
+    assert assignable(records) == []
