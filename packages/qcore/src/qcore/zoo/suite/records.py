@@ -24,7 +24,7 @@ def assignable(records: list[type]) -> list[str]:
     """The names of ``records`` whose first field can be set on an instance."""
     found = []
     for cls in records:
-        bare = object.__new__(cls)
+        bare: object = object.__new__(cls)
         try:
             setattr(bare, dataclasses.fields(cls)[0].name, None)
         except dataclasses.FrozenInstanceError:
