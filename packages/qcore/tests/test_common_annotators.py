@@ -398,13 +398,17 @@ class Addmm(nn.Module):
 
 
 class OptInPool(Common):
-    """``"common"`` with its max-pool annotator opt-in (as XNNPACK registers its own)."""
+    """``"common"`` with its max-pool annotator opt-in (as XNNPACK registers its own) and
+    no propagation after annotating: a pool is annotated by that annotator or not at all."""
 
     def annotators(self) -> list[Annotator]:
         return [
             dataclasses.replace(a, opt_in=True) if a.name == "max_pool2d" else a
             for a in super().annotators()
         ]
+
+    def finalize(self, model: GraphModule) -> None:
+        return None
 
 
 class ConvPool(nn.Module):
@@ -416,20 +420,40 @@ class ConvPool(nn.Module):
         return F.max_pool2d(self.conv(x), 2) + 1.0
 
 
+class Pooled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = ConvPool()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.features(x)  # type: ignore[no-any-return]
+
+
+def test_an_opt_in_annotator_runs_in_every_scoped_pass_and_by_name_in_the_global_one() -> None:
+    """``Annotator.opt_in``'s one meaning: the global config leaves it out unless enabled
+    by name; a module name's, a module type's or an operator's config runs it in its
+    scope. (The pool shares an annotated producer's qparams: its conv is annotated by an
+    earlier pass where the operator pass alone would find it float.)"""
+    pool, config = aten.max_pool2d.default, _config()
+    graph = exported(Pooled().eval(), (torch.randn(1, 2, 4, 4),))
+
+    def pool_output(quantizer: RegistryQuantizer) -> str | None:
+        entry = quantizing(annotate(quantizer, copy.deepcopy(graph))).get("max_pool2d", {})
+        return entry.get("output")  # type: ignore[no-any-return]
+
+    assert pool_output(OptInPool().set_global(config)) is None
+    assert pool_output(OptInPool().set_global(config).enable("max_pool2d")) == "shared(conv2d)"
+    assert pool_output(OptInPool().set_module_name("features", config)) == "shared(conv2d)"
+    assert pool_output(OptInPool().set_module_type(ConvPool, config)) == "shared(conv2d)"
+    by_operator = OptInPool().set_module_name("features.conv", config)
+    assert pool_output(by_operator.set_operator_type(pool, config)) == "shared(conv2d)"
+
+
 def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() -> None:
-    """An operator config only an opt-in annotator handles names the annotator and the
-    call that enables it; one whose operator no annotator of the config's kind handles
-    says so; enabled, the opt-in one runs."""
-    pool, add = aten.max_pool2d.default, aten.add.Tensor
+    """An operator config whose operator no annotator of the config's kind handles says
+    so at prepare rather than quantizing nothing."""
+    add = aten.add.Tensor
     graph = exported(ConvPool().eval(), (torch.randn(1, 2, 4, 4),))
-    waiting = OptInPool().set_global(_config()).set_operator_type(pool, _config())
-    with pytest.raises(ValueError) as raised:
-        waiting.annotate(copy.deepcopy(graph))
-    assert str(raised.value) == (
-        f"OptInPool.set_operator_type({pool}, ...): only opt-in annotators handle it "
-        "(max_pool2d), and this quantizer runs them once enabled by name: "
-        ".enable('max_pool2d')"
-    )
     dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
     with pytest.raises(ValueError) as raised:
         OptInPool().set_operator_type(add, dynamic).annotate(copy.deepcopy(graph))
@@ -437,8 +461,6 @@ def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() 
         f"OptInPool.set_operator_type({add}, ...): no annotator of 'common' handles it "
         "with a dynamic config"
     )
-    enabled = annotate(waiting.enable("max_pool2d"), copy.deepcopy(graph))
-    assert quantizing(enabled)["max_pool2d"]["output"] == "shared(conv2d)"
 
 
 class NoPropagation(Common):
@@ -488,7 +510,7 @@ def test_the_linear_an_addmm_becomes_keeps_the_calls_it_was_made_in() -> None:
 def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
     """Static configs (QAT too) run the conv-bn annotators first and every static one;
     dynamic configs the weighted ops that take run-time activation qparams; opt-in
-    annotators only when enabled."""
+    annotators in a scoped pass, and in the global one only when enabled."""
     static = ["conv_bn_relu", "conv_bn", "conv_transpose_bn_relu", "conv_transpose_bn",
               "linear_relu", "linear", "conv", "conv_transpose", "conv_relu",
               "conv_transpose_relu", "adaptive_avg_pool2d", "add_relu", "add", "mul_relu",
@@ -498,10 +520,9 @@ def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
     assert [a.name for a in quantizer.selected(_config(qat=True))] == static
     dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
     assert [a.name for a in quantizer.selected(dynamic)] == ["linear", "conv", "conv_transpose"]
-    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == [
-        *static,
-        "gru_io_only",
-    ]
+    scoped = [a.name for a in quantizer.selected(_config(), scoped=True)]
+    assert scoped == [*static, "gru_io_only"]
+    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == scoped
     assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
     # what listings (``qcore show``) print for each: the QAT conv-bn ones are not static
     marks = {a.name: a.marks for a in quantizer.annotators()}
