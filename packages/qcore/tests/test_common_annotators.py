@@ -36,6 +36,7 @@ from qcore.annotation.claims import computing
 from qcore.annotation.common_annotators import propagate_shared_qparams
 from qcore.annotation.quantizer import RegistryQuantizer
 from qcore.annotation.registry import Annotator
+from qcore.annotation.report import DECLINED, NO_ANNOTATOR, explain_not_quantized
 from qcore.annotation.transforms import addmm_to_linear, scalars_to_attrs
 from qcore.testing.pt2e import (
     annotate,
@@ -447,6 +448,44 @@ def test_an_opt_in_annotator_runs_in_every_scoped_pass_and_by_name_in_the_global
     assert pool_output(OptInPool().set_module_type(ConvPool, config)) == "shared(conv2d)"
     by_operator = OptInPool().set_module_name("features.conv", config)
     assert pool_output(by_operator.set_operator_type(pool, config)) == "shared(conv2d)"
+
+
+class OptInDecliner(Common):
+    """One opt-in annotator, for ``linear``, that declines every one it is shown."""
+
+    def annotators(self) -> list[Annotator]:
+        return [
+            Annotator(
+                "declining_linear",
+                lambda gm, config, filter_fn: None,
+                ops=frozenset({aten.linear.default}),
+                opt_in=True,
+                why_not=lambda node, config: "it declines every linear",
+            )
+        ]
+
+
+class InBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.block(x)  # type: ignore[no-any-return]
+
+
+def test_the_report_says_an_opt_in_annotator_ran_in_a_scoped_pass_only() -> None:
+    """The not-quantized report follows the same meaning: in a scoped pass the opt-in
+    annotator ran (and declined, saying why); in the global pass it did not run."""
+    graph = exported(InBlock().eval(), (torch.randn(2, 4),))
+    scoped = OptInDecliner().set_module_name("block", _config())
+    (report,) = explain_not_quantized(copy.deepcopy(graph), scoped)
+    assert (report.reason, report.detail) == (DECLINED, "declining_linear: it declines every linear")
+    (report,) = explain_not_quantized(copy.deepcopy(graph), OptInDecliner().set_global(_config()))
+    assert (report.reason, report.detail) == (
+        NO_ANNOTATOR,
+        "declining_linear do not run for the static config of the global pass",
+    )
 
 
 def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() -> None:
