@@ -34,8 +34,9 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
 
 from qcore.pt2e.annotation.claims import computing
 from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
-from qcore.pt2e.annotation.registry import Annotator
 from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.annotation.registry import Annotator
+from qcore.pt2e.annotation.report import DECLINED, NO_ANNOTATOR, explain_not_quantized
 from qcore.pt2e.annotation.transforms import addmm_to_linear, scalars_to_attrs
 from qcore.zoo.suite.pt2e import (
     annotate,
@@ -398,13 +399,17 @@ class Addmm(nn.Module):
 
 
 class OptInPool(Common):
-    """``"common"`` with its max-pool annotator opt-in (as XNNPACK registers its own)."""
+    """``"common"`` with its max-pool annotator opt-in (as XNNPACK registers its own) and
+    no propagation after annotating: a pool is annotated by that annotator or not at all."""
 
     def annotators(self) -> list[Annotator]:
         return [
             dataclasses.replace(a, opt_in=True) if a.name == "max_pool2d" else a
             for a in super().annotators()
         ]
+
+    def finalize(self, model: GraphModule) -> None:
+        return None
 
 
 class ConvPool(nn.Module):
@@ -416,20 +421,78 @@ class ConvPool(nn.Module):
         return F.max_pool2d(self.conv(x), 2) + 1.0
 
 
-def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() -> None:
-    """An operator config only an opt-in annotator handles names the annotator and the
-    call that enables it; one whose operator no annotator of the config's kind handles
-    says so; enabled, the opt-in one runs."""
-    pool, add = aten.max_pool2d.default, aten.add.Tensor
-    graph = exported(ConvPool().eval(), (torch.randn(1, 2, 4, 4),))
-    waiting = OptInPool().set_global(_config()).set_operator_type(pool, _config())
-    with pytest.raises(ValueError) as raised:
-        waiting.annotate(copy.deepcopy(graph))
-    assert str(raised.value) == (
-        f"OptInPool.set_operator_type({pool}, ...): only opt-in annotators handle it "
-        "(max_pool2d), and this quantizer runs them once enabled by name: "
-        ".enable('max_pool2d')"
+class Pooled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = ConvPool()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.features(x)  # type: ignore[no-any-return]
+
+
+def test_an_opt_in_annotator_runs_in_every_scoped_pass_and_by_name_in_the_global_one() -> None:
+    """``Annotator.opt_in``'s one meaning: the global config leaves it out unless enabled
+    by name; a module name's, a module type's or an operator's config runs it in its
+    scope. (The pool shares an annotated producer's qparams: its conv is annotated by an
+    earlier pass where the operator pass alone would find it float.)"""
+    pool, config = aten.max_pool2d.default, _config()
+    graph = exported(Pooled().eval(), (torch.randn(1, 2, 4, 4),))
+
+    def pool_output(quantizer: RegistryQuantizer) -> str | None:
+        entry = quantizing(annotate(quantizer, copy.deepcopy(graph))).get("max_pool2d", {})
+        return entry.get("output")  # type: ignore[no-any-return]
+
+    assert pool_output(OptInPool().set_global(config)) is None
+    assert pool_output(OptInPool().set_global(config).enable("max_pool2d")) == "shared(conv2d)"
+    assert pool_output(OptInPool().set_module_name("features", config)) == "shared(conv2d)"
+    assert pool_output(OptInPool().set_module_type(ConvPool, config)) == "shared(conv2d)"
+    by_operator = OptInPool().set_module_name("features.conv", config)
+    assert pool_output(by_operator.set_operator_type(pool, config)) == "shared(conv2d)"
+
+
+class OptInDecliner(Common):
+    """One opt-in annotator, for ``linear``, that declines every one it is shown."""
+
+    def annotators(self) -> list[Annotator]:
+        return [
+            Annotator(
+                "declining_linear",
+                lambda gm, config, filter_fn: None,
+                ops=frozenset({aten.linear.default}),
+                opt_in=True,
+                why_not=lambda node, config: "it declines every linear",
+            )
+        ]
+
+
+class InBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.block(x)  # type: ignore[no-any-return]
+
+
+def test_the_report_says_an_opt_in_annotator_ran_in_a_scoped_pass_only() -> None:
+    """The not-quantized report follows the same meaning: in a scoped pass the opt-in
+    annotator ran (and declined, saying why); in the global pass it did not run."""
+    graph = exported(InBlock().eval(), (torch.randn(2, 4),))
+    scoped = OptInDecliner().set_module_name("block", _config())
+    (report,) = explain_not_quantized(copy.deepcopy(graph), scoped)
+    assert (report.reason, report.detail) == (DECLINED, "declining_linear: it declines every linear")
+    (report,) = explain_not_quantized(copy.deepcopy(graph), OptInDecliner().set_global(_config()))
+    assert (report.reason, report.detail) == (
+        NO_ANNOTATOR,
+        "declining_linear do not run for the static config of the global pass",
     )
+
+
+def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() -> None:
+    """An operator config whose operator no annotator of the config's kind handles says
+    so at prepare rather than quantizing nothing."""
+    add = aten.add.Tensor
+    graph = exported(ConvPool().eval(), (torch.randn(1, 2, 4, 4),))
     dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
     with pytest.raises(ValueError) as raised:
         OptInPool().set_operator_type(add, dynamic).annotate(copy.deepcopy(graph))
@@ -437,8 +500,6 @@ def test_an_operator_config_that_would_quantize_nothing_is_refused_saying_why() 
         f"OptInPool.set_operator_type({add}, ...): no annotator of 'common' handles it "
         "with a dynamic config"
     )
-    enabled = annotate(waiting.enable("max_pool2d"), copy.deepcopy(graph))
-    assert quantizing(enabled)["max_pool2d"]["output"] == "shared(conv2d)"
 
 
 class NoPropagation(Common):
@@ -488,7 +549,7 @@ def test_the_linear_an_addmm_becomes_keeps_the_calls_it_was_made_in() -> None:
 def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
     """Static configs (QAT too) run the conv-bn annotators first and every static one;
     dynamic configs the weighted ops that take run-time activation qparams; opt-in
-    annotators only when enabled."""
+    annotators in a scoped pass, and in the global one only when enabled."""
     static = ["conv_bn_relu", "conv_bn", "conv_transpose_bn_relu", "conv_transpose_bn",
               "linear_relu", "linear", "conv", "conv_transpose", "conv_relu",
               "conv_transpose_relu", "adaptive_avg_pool2d", "add_relu", "add", "mul_relu",
@@ -498,10 +559,9 @@ def test_a_config_selects_the_annotators_of_its_kind_in_order() -> None:
     assert [a.name for a in quantizer.selected(_config(qat=True))] == static
     dynamic = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
     assert [a.name for a in quantizer.selected(dynamic)] == ["linear", "conv", "conv_transpose"]
-    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == [
-        *static,
-        "gru_io_only",
-    ]
+    scoped = [a.name for a in quantizer.selected(_config(), scoped=True)]
+    assert scoped == [*static, "gru_io_only"]
+    assert [a.name for a in quantizer.enable("gru_io_only").selected(_config())] == scoped
     assert [a.name for a in quantizer.selected(_config(), aten.linear)] == ["linear_relu", "linear"]
     # what listings (``qcore show``) print for each: the QAT conv-bn ones are not static
     marks = {a.name: a.marks for a in quantizer.annotators()}

@@ -152,19 +152,11 @@ def _pool_observed(quantizer: XNNPACKQuantizer) -> bool:
     return any(str(u.target).startswith("activation_post_process") for u in pool.users)
 
 
-def test_an_operator_config_for_an_opt_in_annotator_says_to_enable_it() -> None:
-    """max_pool2d is opt-in on XNNPACK (ExecuTorch's quantizer leaves it alone): its
-    operator config alone would quantize nothing, which prepare says instead of ignoring."""
+def test_an_operator_config_for_an_opt_in_annotator_runs_it() -> None:
+    """max_pool2d is opt-in on XNNPACK (ExecuTorch's quantizer leaves it to qparam
+    propagation): like any scoped config (qcore's ``Annotator.opt_in``), its operator
+    config runs it, and the pool is observed."""
     op = torch.ops.aten.max_pool2d.default
     quantizer = XNNPACKQuantizer().set_global(PER_TENSOR).set_operator_type(op, PER_TENSOR)
-    try:
-        _pool_observed(quantizer)
-    except ValueError as exc:
-        assert str(exc) == (
-            "XNNPACKQuantizer.set_operator_type(aten.max_pool2d.default, ...): only opt-in "
-            "annotators handle it (max_pool2d), and this quantizer runs them once enabled "
-            "by name: .enable('max_pool2d')"
-        )
-    else:
-        raise AssertionError("expected ValueError")
-    assert _pool_observed(quantizer.enable("max_pool2d"))  # enabled, it runs and prepares
+    assert [a.name for a in quantizer.selected(PER_TENSOR, op, scoped=True)] == ["max_pool2d"]
+    assert _pool_observed(quantizer)

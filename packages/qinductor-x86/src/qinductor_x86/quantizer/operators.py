@@ -3,10 +3,10 @@
 An x86 annotator (:class:`X86Annotator`) names the operators it quantizes as their own
 pattern and the module types and functions that call each (``called_as``): torchao's
 ``set_module_type_qconfig`` / ``set_function_type_qconfig`` scope an operator by those
-names. qcore's ``opt_in`` marks an annotator the global config never selects: in this
-recipe, as in torchao's, an operator's or a module's own config opts it in (and
-``enable(name)`` opts it in for the global config too). Adding an annotator is then one
-:class:`X86Annotator` in ``annotators.py``; everything below follows from it.
+names. ``opt_in`` means what qcore's ``Annotator.opt_in`` says for every quantizer,
+which is torchao's rule for ``matmul``: the global config leaves it out unless enabled
+by name, an operator's or a module's own config runs it. Adding an annotator is then
+one :class:`X86Annotator` in ``annotators.py``; everything below follows from it.
 """
 
 from __future__ import annotations

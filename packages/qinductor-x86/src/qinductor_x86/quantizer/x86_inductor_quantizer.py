@@ -19,8 +19,8 @@ from typing import Any, Self
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
-from qcore.pt2e.annotation.registry import Annotator, is_dynamic_config
 from qcore.pt2e.annotation.registry_quantizer import NodeFilter, RegistryQuantizer
+from qcore.pt2e.annotation.report import GLOBAL_PASS
 from qcore.pt2e.annotation.transforms import addmm_to_linear
 from qinductor_x86.quantizer import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.quantizer.config import (
@@ -136,18 +136,6 @@ class X86InductorQuantizer(RegistryQuantizer):
 
     # -- passes ---------------------------------------------------------------------------
 
-    def selected(self, config: QuantizationConfig, operator: Any = None) -> list[Annotator]:
-        """qcore's choice, opt-in annotators included: in this recipe a pass opts them in
-        by its scope (an operator's or a module's config), and :meth:`passes` keeps their
-        ops away from the global pass unless enabled by name."""
-        dynamic, qat = is_dynamic_config(config), bool(config.is_qat)
-        return [
-            a
-            for a in self.annotators()
-            if a.runs_for(is_dynamic=dynamic, is_qat=qat)
-            and (operator is None or a.handles(operator))
-        ]
-
     def passes(self) -> list[Pass]:
         """qcore's passes, with torchao's operator semantics on top: an operator pass
         takes only nodes of its own operator among the int8 pass-through ops; a ``None``
@@ -161,7 +149,7 @@ class X86InductorQuantizer(RegistryQuantizer):
                 scope = _only_own_passthrough(scope, operator)
             if kept_float:
                 scope = _without_ops(scope, frozenset(kept_float))
-            if operator is None and label == "global":
+            if operator is None and label == GLOBAL_PASS:
                 scope = _without_ops(scope, opt_in_ops(self.annotators(), self.enabled_opt_in))
             result.append((config, scope, operator, label))
             if operator is not None and config is None:

@@ -54,7 +54,12 @@ class Annotator:
     conv-bn matches it too.
     ``ops``: the op overloads (or overload packets) it quantizes, used to scope
     ``set_operator_type`` and to tell "no annotator for this op" in reports.
-    ``opt_in``: registered but run only when the quantizer enables it by name.
+    ``opt_in``: the global config's pass leaves it out unless the quantizer enables it by
+    name (``enable(name)``); every scoped config runs it within its scope (an operator
+    type it handles, a module type, a module name; x86's module- and function-type
+    setters are operator scopes). One meaning for every quantizer, applied once by
+    :class:`~qcore.pt2e.annotation.registry_quantizer.RegistryQuantizer`: ``set_operator_type`` with
+    the op of an opt-in annotator quantizes that op on every backend.
     ``why_not``: explains a declined match to the not-quantized report.
     ``example``: a small model and inputs holding the pattern, for the conformance kit
     (needed only when neither the name nor a one-op call of ``ops`` gives one).

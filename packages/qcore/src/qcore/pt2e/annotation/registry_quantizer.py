@@ -10,7 +10,9 @@ semantics:
   the first pass that annotates a pattern wins, later passes skip annotated nodes;
 * a node inside a ``set_module_name``/``set_module_type`` scope is never touched by the
   operator-type or global passes, and a ``None`` config leaves that scope in float;
-* ``set_filter_function`` applies on top of every pass.
+* ``set_filter_function`` applies on top of every pass;
+* an opt-in annotator (:attr:`~qcore.pt2e.annotation.registry.Annotator.opt_in`) runs in every
+  scoped pass and in the global pass once enabled by name.
 
 Annotators that extension distributions add to the namespace run only in a quantizer
 built by ``qcore.get_quantizer`` (the API layer installs them and calls
@@ -32,7 +34,7 @@ from torchao.quantization.pt2e.quantizer import (
 
 from qcore.pt2e.annotation.observable import non_float_quantized
 from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator, is_dynamic_config
-from qcore.pt2e.annotation.report import FloatNode, explain_not_quantized
+from qcore.pt2e.annotation.report import GLOBAL_PASS, FloatNode, explain_not_quantized
 from qcore.pt2e.ranges import link_weight_observers
 
 NodeFilter = Callable[[Node], bool]
@@ -111,7 +113,7 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         return self
 
     def enable(self, *names: str) -> Self:
-        """Turn on opt-in annotators (e.g. ``gru_io_only``) by name."""
+        """Let the global config run these opt-in annotators (e.g. ``gru_io_only``) too."""
         known = {a.name for a in self.annotators()}
         for name in names:
             if name not in known:
@@ -131,16 +133,6 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         """Why ``set_operator_type(operator, config)`` would quantize nothing: said at
         prepare rather than ignored (the calls may come in any order before it)."""
         head = f"{type(self).__name__}.set_operator_type({operator}, ...)"
-        waiting = [
-            a.name
-            for a in self.annotators()
-            if a.handles(operator) and a.opt_in and a.name not in self.enabled_opt_in
-        ]
-        if waiting:
-            return (
-                f"{head}: only opt-in annotators handle it ({', '.join(waiting)}), and "
-                f"this quantizer runs them once enabled by name: .enable({waiting[0]!r})"
-            )
         # (QAT and static configs select the same annotators: one word for both)
         kind = "dynamic" if is_dynamic_config(config) else "static or QAT"
         return f"{head}: no annotator of '{self.namespace}' handles it with a {kind} config"
@@ -150,14 +142,17 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
     def annotators(self) -> list[Annotator]:
         return ANNOTATORS.annotators(self.namespace, extensions=self.extensions_enabled)
 
-    def selected(self, config: QuantizationConfig, operator: Any = None) -> list[Annotator]:
-        """The annotators a pass with ``config`` (restricted to ``operator``) runs, in order."""
+    def selected(
+        self, config: QuantizationConfig, operator: Any = None, *, scoped: bool = False
+    ) -> list[Annotator]:
+        """The annotators a pass with ``config`` (restricted to ``operator``) runs, in order;
+        ``scoped``: any pass but the global one."""
         dynamic, qat = is_dynamic_config(config), bool(config.is_qat)
         return [
             a
             for a in self.annotators()
             if a.runs_for(is_dynamic=dynamic, is_qat=qat)
-            and (not a.opt_in or a.name in self.enabled_opt_in)
+            and (scoped or not a.opt_in or a.name in self.enabled_opt_in)
             and (operator is None or a.handles(operator))
         ]
 
@@ -182,21 +177,22 @@ class RegistryQuantizer(Quantizer):  # type: ignore[misc]  # torchao is untyped
         result += [
             (c, unscoped, op, f"operator {op}") for op, c in self.operator_type_config.items()
         ]
-        result.append((self.global_config, unscoped, None, "global"))
+        result.append((self.global_config, unscoped, None, GLOBAL_PASS))
         return result
 
     def annotate(self, model: GraphModule) -> GraphModule:
         user_filter = self.filter_fn
-        for config, scope, operator, _ in self.passes():
+        for config, scope, operator, label in self.passes():
             if config is None:
                 continue
-            if operator is not None and not self.selected(config, operator):
+            chosen = self.selected(config, operator, scoped=label != GLOBAL_PASS)
+            if operator is not None and not chosen:
                 raise ValueError(self._runs_nothing(operator, config))
 
             def accept(node: Node, scope: NodeFilter = scope) -> bool:
                 return scope(node) and (user_filter is None or user_filter(node))
 
-            for annotator in self.selected(config, operator):
+            for annotator in chosen:
                 annotator.fn(model, config, accept)
                 self._check_float_only(model, f"annotator '{annotator.name}'")
         self.finalize(model)

@@ -56,6 +56,10 @@ DECLINED = "annotator declined"
 CONFLICT = "conflicting annotation"
 NOT_DERIVED = "pattern not derivable"
 
+#: The label of the global config's pass: the one pass that runs an opt-in annotator only
+#: once it is enabled by name (every other pass is scoped).
+GLOBAL_PASS = "global"
+
 
 class Scoped(Protocol):
     """What the report reads of a quantizer: its annotators, its passes (config, scope
@@ -69,7 +73,9 @@ class Scoped(Protocol):
 
     def annotators(self) -> list[Annotator]: ...
 
-    def selected(self, config: Any, operator: Any = None) -> list[Annotator]: ...
+    def selected(
+        self, config: Any, operator: Any = None, *, scoped: bool = False
+    ) -> list[Annotator]: ...
 
     def passes(self) -> list[tuple[Any, Callable[[Node], bool], Any, str]]: ...
 
@@ -150,7 +156,7 @@ def _reason(quantizer: Scoped, node: Node, gm: GraphModule) -> tuple[str, str]:
     config, label = owner
     if quantizer.filter_fn is not None and not quantizer.filter_fn(node):
         return EXCLUDED, "the filter function rejects it"
-    active = quantizer.selected(config)
+    active = quantizer.selected(config, scoped=label != GLOBAL_PASS)
     mine = [a for a in active if a.handles(node.target)]
     if not mine:
         mode = "dynamic" if is_dynamic_config(config) else "QAT" if config.is_qat else "static"
