@@ -34,8 +34,8 @@ from torchao.testing.pt2e._xnnpack_quantizer import (
 
 from qcore.pt2e.annotation.claims import computing
 from qcore.pt2e.annotation.common_annotators import propagate_shared_qparams
-from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
 from qcore.pt2e.annotation.registry import Annotator
+from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
 from qcore.pt2e.annotation.report import DECLINED, NO_ANNOTATOR, explain_not_quantized
 from qcore.pt2e.annotation.transforms import addmm_to_linear, scalars_to_attrs
 from qcore.zoo.suite.pt2e import (
