@@ -351,3 +351,20 @@ def test_every_annotated_op_can_be_scoped_by_operator_type(op: Any) -> None:
 def test_an_op_no_annotator_handles_cannot_be_scoped() -> None:
     with pytest.raises(ValueError, match=r"no annotator handles operator aten\.sigmoid\.default"):
         Common().set_operator_type(aten.sigmoid.default, None)
+
+
+def test_fx_forms_of_a_kind_are_the_value_moves_forms_of_that_python_kind() -> None:
+    """torch's backend configs list module types, functions and method names apart; each
+    kind ``fx_forms`` gives is exactly the rows' forms of that Python kind, and the three
+    kinds together are every FX form of the table."""
+    rows = tuple(ops.VALUE_MOVES)
+    modules = ops.fx_forms(*rows, kind="module")
+    methods = ops.fx_forms(*rows, kind="method")
+    functions = ops.fx_forms(*rows, kind="function")
+    assert all(isinstance(f, type) for f in modules)
+    assert methods and all(isinstance(f, str) for f in methods)
+    assert functions and all(callable(f) and not isinstance(f, type | str) for f in functions)
+    every = [f for move in ops.VALUE_MOVES.values() for f in move.fx]
+    assert sorted(map(repr, (*modules, *methods, *functions))) == sorted(map(repr, every))
+    assert ops.fx_forms("permute", kind="function") == (torch.permute,)
+    assert ops.fx_forms("permute", kind="method") == ("permute",)

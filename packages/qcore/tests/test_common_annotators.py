@@ -679,3 +679,15 @@ def test_conv_bn_patterns_are_exported_only_for_a_graph_that_holds_a_batch_norm(
     assert common._conv_bn_matcher.cache_info().currsize > 0
     # the batch_norm after the bias-less conv observes its output: a match of the pattern
     assert _short(trained, _config(qat=True))["batch_norm_1"].get("output") == "act"
+
+
+def test_a_quantizer_configures_qat_when_any_pass_does() -> None:
+    """``has_qat_config`` (read by ``explain_not_quantized``, which must leave batch norms
+    unfolded for QAT as ``prepare_qat_pt2e`` does) is true when the global pass or any
+    scoped pass configures QAT, false for static configs and for a pass that sets None."""
+    static, qat = get_symmetric_quantization_config(), get_symmetric_quantization_config(is_qat=True)
+    assert not Common().set_global(static).has_qat_config()
+    assert not Common().set_global(static).set_module_name("head", None).has_qat_config()
+    assert Common().set_global(qat).has_qat_config()
+    assert Common().set_global(static).set_module_name("head", qat).has_qat_config()
+    assert Common().set_module_name("head", None).set_global(qat).has_qat_config()
