@@ -368,3 +368,12 @@ def test_fx_forms_of_a_kind_are_the_value_moves_forms_of_that_python_kind() -> N
     assert sorted(map(repr, (*modules, *methods, *functions))) == sorted(map(repr, every))
     assert ops.fx_forms("permute", kind="function") == (torch.permute,)
     assert ops.fx_forms("permute", kind="method") == ("permute",)
+
+
+def test_the_views_are_the_ops_torchs_quantization_lift_up_treats_as_views() -> None:
+    """``VIEWS`` (what x86's lowering lifts a quantize over, and reads values through) is
+    torch's own list of the views its quantization lift-up pass crosses, plus
+    ``_unsafe_view``, which only Inductor's decompositions produce."""
+    from torch._inductor.fx_passes import quantization as torchs
+
+    assert ops.VIEWS - {torch.ops.aten._unsafe_view.default} == set(torchs._VIEW_OPS)
