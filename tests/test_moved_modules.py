@@ -97,3 +97,11 @@ def test_the_spelling_check_finds_an_old_name() -> None:
     old = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, MOVES)) + r")(?![\w])")
     assert old.search("from qcore.annotation.registry import ANNOTATORS")
     assert not old.search("from qcore.pt2e.annotation.registry import ANNOTATORS")
+
+
+def test_installing_the_old_names_twice_adds_no_second_finder() -> None:
+    from qcore.plugins.renamed import keep_old_names
+
+    before = list(sys.meta_path)
+    again = keep_old_names(qcore.MOVED_IN_0_2, until="qcore 0.3")
+    assert sys.meta_path == before and again in before

@@ -1,7 +1,8 @@
 """x86 TorchInductor int8 lowerings and the x86 PT2E quantizer for qcore.
 
-Importing this package changes nothing: passes are installed only by
-``qcore.get_lowering("x86").install()`` (or its context manager).
+Importing this package changes nothing in torch or Inductor: passes are installed only by
+``qcore.get_lowering("x86").install()`` (or its context manager). It only lets the modules
+it moved in 0.2 import under their old names (one finder, for those names alone).
 """
 
 from qcore.plugins.renamed import keep_old_names

@@ -66,7 +66,12 @@ class RenamedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def keep_old_names(moves: Mapping[str, str], *, until: str) -> RenamedModules:
     """Install a :class:`RenamedModules` for ``moves`` ahead of the path finders (so an old
-    package's submodules are never found, and run, a second time under the old name)."""
+    package's submodules are never found, and run, a second time under the old name).
+    Idempotent: a package reloaded, or imported again after a test dropped it, reuses the
+    finder it installed, so the import system never gathers copies."""
+    for finder in sys.meta_path:
+        if isinstance(finder, RenamedModules) and finder.moves == dict(moves):
+            return finder
     finder = RenamedModules(moves, until=until)
     sys.meta_path.insert(0, finder)
     return finder
