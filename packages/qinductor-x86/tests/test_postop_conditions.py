@@ -167,14 +167,15 @@ def test_an_output_quantize_to_16_bits_stays_outside_the_kernel() -> None:
 def test_a_16_bit_quantize_on_uint8s_range_still_stays_outside_the_kernel() -> None:
     """The dtype decides, not the range: a quantize to int16 whose range is ``[0, 255]``
     (uint8's codes, in int16's storage) is no uint8 output oneDNN can write, so it stays
-    after a float-output kernel (tanh fused) and its int16 codes are eager's. (An int8
-    quantize never arrives here as int8: the signed pass re-based it to uint8.)"""
+    after a float-output kernel and its int16 codes are eager's. (An int8 quantize never
+    arrives here as int8: the signed pass re-based it to uint8.) Whether tanh is fused into
+    the kernel depends on whose passes run after ours (torch 2.13's copy takes float-output
+    unaries), so only the quantize is checked."""
     lowered = _post_op_into(torch.tanh, (0, 255, torch.int16), 1 / 100, 100, seed=14)
     (kernel,) = lowered.kernels
     assert kernel.meta["val"].dtype == torch.float32
-    (quantize,) = kernel.users
-    assert quantize.target is torch.ops.quantized_decomposed.quantize_per_tensor.default
-    assert quantize.args[3:] == (0, 255, torch.int16)
+    quantizes = lowered.calls(torch.ops.quantized_decomposed.quantize_per_tensor.default)
+    assert [q.args[3:] for q in quantizes if q.args[5] is torch.int16] == [(0, 255, torch.int16)]
     _exact(lowered)
 
 
