@@ -5,7 +5,8 @@ the post-op table edited before anything reads it:
 
 ``without`` drops the rows from the table; ``added`` drops them and appends them again,
 written here as a contributor adding those post-ops would write them (:data:`NEW_ROWS`).
-Run by test_postop_table.py, one fresh interpreter per mode (the table is read once, when
+Torch's own copy of the passes is switched off first (standalone mode). Run by
+test_postop_table.py, one fresh interpreter per mode (the table is read once, when
 the annotators and the lowering load; each row's model uses only its own post-op, so the
 rows cannot stand in for one another). The rows: ``tanh`` (a plain one), ``leaky_relu`` (a
 scalar argument), ``hardtanh`` (clamp-like, so a narrower output range folds into it).
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qinductor_x86 import lowering as x86_lowering
 from qinductor_x86 import postop_table as table
 
 LINEAR, CONV2D = frozenset({"linear"}), frozenset({"conv2d"})
@@ -45,6 +47,9 @@ NEW_ROWS = {
 }
 
 mode, rows = sys.argv[1], sys.argv[2:]
+# torch 2.13 carries its own copy of the passes, a hardtanh fusion among them: without it,
+# the generated code is this lowering's alone on every torch, so it can tell the row's absence
+x86_lowering.switch_off_torch_builtins()
 shipped = {row: [p for p in table.POST_OPS if p.name == row] for row in rows}
 table.POST_OPS = tuple(p for p in table.POST_OPS if p.name not in rows)
 if mode == "added":
