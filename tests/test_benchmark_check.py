@@ -1,0 +1,62 @@
+"""The x86 benchmark's regression check (``benchmarks/x86_int8.py``): it fails an int8
+default slower than torchao's, and not one level with it.
+
+The per-round ratios here are made up, as a run on a loaded host would give them; the
+benchmark itself is not run (it takes minutes per workload)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "packages/qinductor-x86/tests"))  # (its workloads module)
+    spec = importlib.util.spec_from_file_location("x86_int8_bench", ROOT / "benchmarks/x86_int8.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rounds(median: float, spread: float, n: int = 40, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [median * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def test_a_default_a_few_percent_slower_in_most_rounds_fails(bench: ModuleType) -> None:
+    assert bench.slower_than(_rounds(1.04, 0.03), 1.0)
+
+
+def test_a_default_level_with_torchao_passes_however_noisy(bench: ModuleType) -> None:
+    # on many seeds: the check may fail a level default about one run in a hundred
+    failed = sum(bench.slower_than(_rounds(1.0, 0.2, seed=s), 1.0) for s in range(200))
+    assert failed <= 6, failed
+
+
+def test_a_faster_default_passes(bench: ModuleType) -> None:
+    assert not bench.slower_than(_rounds(0.9, 0.05), 1.0)
+
+
+def test_the_boundary_of_the_sign_test(bench: ModuleType) -> None:
+    """Of 20 untied rounds, 16 above the limit has p = 0.0059, 15 above p = 0.021 (the
+    binomial tail, by hand): the first fails at 1 %, the second does not."""
+    assert bench.slower_than([1.1] * 16 + [0.9] * 4, 1.0)
+    assert not bench.slower_than([1.1] * 15 + [0.9] * 5, 1.0)
+    assert not bench.slower_than([1.0] * 10, 1.0)  # ties only: no evidence either way
+
+
+def test_the_check_reads_the_defaults_rounds(bench: ModuleType) -> None:
+    row = {"workload": "mlp", "vs_torchao": {bench.DEFAULT: 1.05}, "default_rounds": [1.05] * 30}
+    level = {**row, "default_rounds": [1.05, 0.95] * 15}
+    assert bench._regressions({"avx2": [row]}, 1.0) == ["avx2 / mlp: the default at 1.05x torchao's latency"]
+    assert bench._regressions({"avx2": [level]}, 1.0) == []
+    assert bench._regressions({"avx2": [row]}, 1.1) == []
