@@ -12,16 +12,19 @@ ops that can still overflow an int16 pair, in percent of the model's int8 multip
 brute-forced), with how many inputs took 7 bits.
 
     python benchmarks/x86_weight_rules.py [ARCHITECTURE ...]
+    python benchmarks/x86_weight_rules.py --torchvision --rules budgeted   # torchvision's models
 
 Needs torchao and the x86 package's test helpers (``packages/qinductor-x86/tests``).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,30 +77,73 @@ def measure(case: ModelCase, quantizer: Any) -> dict[str, Any]:
     return {"sqnr": errors[0], "mean": statistics.mean(errors), "extra": extra, "seven": seven}
 
 
-def main(names: list[str]) -> None:
+#: torchvision's own architectures (``--torchvision``), the small variants issue 38's survey
+#: built: random init, batch-norm statistics randomized as for the replicas.
+TORCHVISION = (
+    "resnet18", "resnet50", "googlenet", "densenet121", "regnet_y_400mf", "mobilenet_v2",
+    "mobilenet_v3_small", "mobilenet_v3_large", "mnasnet0_5", "efficientnet_b0",
+    "shufflenet_v2_x0_5", "squeezenet1_1",
+)  # fmt: skip
+
+
+class _CallSiteReLU(torch.nn.Module):
+    """``F.relu`` in a module of its own: each call is a partition of its own for torchao's
+    annotators, which raise on a ReLU module called twice (torchvision's ResNet blocks)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.relu(x)
+
+
+def _relus_per_call_site(model: torch.nn.Module) -> torch.nn.Module:
+    for parent in list(model.modules()):
+        for child_name, child in parent.named_children():
+            if type(child) is torch.nn.ReLU:
+                setattr(parent, child_name, _CallSiteReLU())
+    return model
+
+
+def torchvision_cases() -> list[ModelCase]:
+    from torchvision import models
+
+    def build(name: str) -> Callable[[], torch.nn.Module]:
+        options = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+        return lambda: _relus_per_call_site(getattr(models, name)(weights=None, **options))
+
+    return [
+        ModelCase(name, build(name), lambda: (torch.randn(2, 3, 112, 112),)) for name in TORCHVISION
+    ]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="architectures (default: all)")
+    parser.add_argument("--torchvision", action="store_true", help="torchvision's own models, not the replicas")
+    parser.add_argument("--rules", nargs="+", choices=RULES, default=list(RULES))
+    args = parser.parse_args(argv)
+    names, rules = args.names, args.rules
     torch.set_num_threads(1)
     rows = []
     with qcore.host.targeting("avx2"):
-        for case in architecture_cases():
+        for case in torchvision_cases() if args.torchvision else architecture_cases():
             if names and case.name not in names:
                 continue
             start = time.time()
             row = {"torchao": measure(case, zoo.torchao_quantizer())}
-            for rule in RULES:
+            for rule in rules:
                 row[rule] = measure(case, qcore.get_quantizer("x86", weight_rule=rule))
             rows.append((case.name, row))
             print(case.name, row, f"{time.time() - start:.0f}s", file=sys.stderr, flush=True)
     for key, title in (("sqnr", "held-out batch 50"), ("mean", "mean of batches 50-53")):
         print(f"\nSQNR against float (dB), {title}; in brackets: doubled multiply-adds, 7-bit inputs\n")
-        print("| architecture | torchao | `never_overflow` | `budgeted` (default) | `per_layer` | budgeted - torchao |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print(f"| architecture | torchao | {' | '.join(f'`{rule}`' for rule in rules)} | budgeted - torchao |")
+        print(f"|---|---:|{'---:|' * len(rules)}---:|")
         for name, row in rows:
             cells = [f"{row['torchao'][key]:.2f}"]
-            for rule in RULES:
+            for rule in rules:
                 r = row[rule]
                 cells.append(f"{r[key]:.2f} ({100 * r['extra']:.1f} %, {r['seven']})")
-            delta = row["budgeted"][key] - row["torchao"][key]
-            print(f"| {name} | {' | '.join(cells)} | {delta:+.2f} |")
+            delta = f"{row['budgeted'][key] - row['torchao'][key]:+.2f}" if "budgeted" in row else "n/a"
+            print(f"| {name} | {' | '.join(cells)} | {delta} |")
 
 
 if __name__ == "__main__":

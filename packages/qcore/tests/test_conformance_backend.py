@@ -927,3 +927,23 @@ def test_a_backend_says_whose_kernels_its_converted_model_runs(
     assert (engine.ok, engine.detail.startswith(detail)) == (ok, True), engine.detail
     if not ok:  # the one failure of an otherwise conformant backend
         assert [r for r in results if not r.ok] == [engine]
+
+
+def test_a_dynamic_pattern_on_activations_alone_counts_as_quantized() -> None:
+    """``torch.matmul`` of two activations under a dynamic mapping: the converted graph's
+    one quantize op is ``quantize_per_tensor_dynamic`` (no weight, no quantized module),
+    and the kit must count it, or it fails a backend that quantizes as declared."""
+    from torch.ao.quantization import default_dynamic_qconfig
+    from torch.ao.quantization.backend_config import DTypeConfig, ObservationType
+
+    dynamic = DTypeConfig(input_dtype=torch.quint8, output_dtype=torch.float, is_dynamic=True)
+    config = BackendConfig("dynamic-matmul").set_backend_pattern_config(
+        BackendPatternConfig(torch.matmul)
+        .set_observation_type(ObservationType.OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT)
+        .add_dtype_config(dynamic)
+    )
+    results = check_backend_config(
+        config, lambda model, is_qat: QConfigMapping().set_global(default_dynamic_qconfig)
+    )
+    (converted,) = [r for r in results if r.check == "prepare-convert"]
+    assert converted.ok and converted.detail.startswith("quantized, SQNR"), converted
