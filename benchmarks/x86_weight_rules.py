@@ -102,7 +102,7 @@ def _relus_per_call_site(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def torchvision_cases() -> list[ModelCase]:
+def torchvision_cases(size: int = 112) -> list[ModelCase]:
     from torchvision import models
 
     def build(name: str) -> Callable[[], torch.nn.Module]:
@@ -110,7 +110,7 @@ def torchvision_cases() -> list[ModelCase]:
         return lambda: _relus_per_call_site(getattr(models, name)(weights=None, **options))
 
     return [
-        ModelCase(name, build(name), lambda: (torch.randn(2, 3, 112, 112),)) for name in TORCHVISION
+        ModelCase(name, build(name), lambda: (torch.randn(2, 3, size, size),)) for name in TORCHVISION
     ]
 
 
@@ -119,12 +119,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("names", nargs="*", help="architectures (default: all)")
     parser.add_argument("--torchvision", action="store_true", help="torchvision's own models, not the replicas")
     parser.add_argument("--rules", nargs="+", choices=RULES, default=list(RULES))
+    parser.add_argument("--size", type=int, default=112, help="torchvision's models: input height and width")
     args = parser.parse_args(argv)
     names, rules = args.names, args.rules
     torch.set_num_threads(1)
     rows = []
     with qcore.host.targeting("avx2"):
-        for case in torchvision_cases() if args.torchvision else architecture_cases():
+        for case in torchvision_cases(args.size) if args.torchvision else architecture_cases():
             if names and case.name not in names:
                 continue
             start = time.time()
