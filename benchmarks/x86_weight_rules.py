@@ -77,8 +77,9 @@ def measure(case: ModelCase, quantizer: Any) -> dict[str, Any]:
     return {"sqnr": errors[0], "mean": statistics.mean(errors), "extra": extra, "seven": seven}
 
 
-#: torchvision's own architectures (``--torchvision``), the small variants issue 38's survey
-#: built: random init, batch-norm statistics randomized as for the replicas.
+#: torchvision's own architectures (``--torchvision``): 12 of its small models, the two that
+#: issue 38 found below torchao among them; random init, batch-norm statistics randomized
+#: as for the replicas.
 TORCHVISION = (
     "resnet18", "resnet50", "googlenet", "densenet121", "regnet_y_400mf", "mobilenet_v2",
     "mobilenet_v3_small", "mobilenet_v3_large", "mnasnet0_5", "efficientnet_b0",
