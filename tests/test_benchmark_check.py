@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "packages/qinductor-x86/tests"))  # (its workloads module)
     spec = importlib.util.spec_from_file_location("x86_int8_bench", ROOT / "benchmarks/x86_int8.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -98,7 +98,8 @@ def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
     first_reader = next((node for node in ctx.graph.nodes if node in codes.users), None)
     with ctx.graph.inserting_before(first_reader) if first_reader else contextlib.nullcontext():
         moved = codes if dim == rank - 1 else ctx.call(ops.aten.permute.default, (codes, order))
-        pairs = ctx.call(ops.aten.expand.default, (ctx.call(ops.aten.unsqueeze.default, (moved, -1)), [-1] * rank + [2]))
+        column = ctx.call(ops.aten.unsqueeze.default, (moved, -1))
+        pairs = ctx.call(ops.aten.expand.default, (column, [-1] * rank + [2]))
         copied = ctx.call(ops.aten.clone.default, (pairs,), {"memory_format": torch.contiguous_format})
         # (a view Inductor lowers: ``flatten`` would be an external call of its own)
         sizes = [int(size) for size in val(moved).shape[1:]]
