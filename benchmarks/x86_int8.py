@@ -107,6 +107,42 @@ def _compiled(model: Any, x: Any) -> tuple[Any, Callable[[], Any], str]:
 _KERNEL = re.compile(r"torch\.ops\.onednn\.(?:qconv|qlinear)\w*\.\w+\(")
 
 
+def _peak_models() -> list[tuple[Any, Any, int]]:
+    """oneDNN's int8 peak here, as two large layers reach it: a linear (batch 256, 4096 ->
+    4096) and a ResNet's deep 3x3 conv (256 -> 256 channels, batch 8 at 28 x 28); each
+    (model, input, multiply-adds)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    linear = nn.Sequential(nn.Linear(4096, 4096)).eval(), torch.randn(256, 4096), 256 * 4096 * 4096
+    conv = nn.Sequential(nn.Conv2d(256, 256, 3, padding=1)).eval(), torch.randn(8, 256, 28, 28)
+    return [linear, (*conv, 8 * 28 * 28 * 256 * 256 * 9)]
+
+
+def _int8_gemm_peak(quantizer: Any, runs: int, warmup: int) -> float:
+    """Multiply-adds per second of oneDNN's int8 kernels on :func:`_peak_models` (the
+    faster of the two), quantized by ``quantizer`` (torchao's: single depth on every CPU)
+    and compiled in this process, each its median over ``runs`` calls. A workload's share
+    of it is its convs' and linears' single-depth multiply-adds per second: a doubled
+    reduction's extra work, attention's float matmuls and the glue all count as time
+    without int8 GEMM work."""
+    rates = []
+    for model, x, macs in _peak_models():
+        _, call, code = _compiled(_quantize(model, x, quantizer, calibration(x)), x)
+        if len(_KERNEL.findall(code)) != 1:
+            raise RuntimeError("a peak layer did not compile to one oneDNN int8 kernel")
+        for _ in range(warmup):
+            call()
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        rates.append(macs / statistics.median(times))
+    return max(rates)
+
+
 def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor_config
@@ -134,6 +170,7 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
         converted = _quantize(model, x, theirs, batches)
         output, timed[TORCHAO], code = _compiled(converted, x)
         info[TORCHAO] = _accuracy(reference, converted(x), output, code, single=single, sqnr=sqnr)
+        peak = _int8_gemm_peak(theirs, runs, warmup)
 
         lowering = qcore.get_lowering("x86")
         for rule in RULES:
@@ -159,9 +196,13 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
                 times[variant].append(time.perf_counter() - start)
     if counters["stats"]["unique_graphs"] != compiled_graphs:
         raise RuntimeError(f"{name}: a timed call compiled a graph anew")
+    median_s = {v: statistics.median(t) for v, t in times.items()}
     return {
         "workload": name,
-        "median_ms": {v: 1000 * statistics.median(t) for v, t in times.items()},
+        "median_ms": {v: 1000 * t for v, t in median_s.items()},
+        "int8_peak_gmacs": peak / 1e9,
+        # (fp32 Inductor's too, against the int8 peak: how far int8 is from free)
+        "peak_share": {v: single / t / peak for v, t in median_s.items()},
         # each round's calls ran within milliseconds of each other, under the same load
         "vs_torchao": {
             v: statistics.median(a / b for a, b in zip(t, times[TORCHAO], strict=True))
@@ -240,6 +281,17 @@ def _tables(results: dict[str, list[dict[str, Any]]]) -> str:
                     f"| {r['workload']} | {flow} | {q['kernels']} | {extra} | {q['sqnr_db']:.1f} "
                     f"| {q['eager_sqnr_db']:.1f} | {q['vs_eager']:.4f} |"
                 )
+        lines += [
+            "",
+            "Share of the int8 GEMM peak (the faster of a large int8 linear and conv, "
+            "`_peak_models`; each workload's single-depth conv and linear multiply-adds per second):",
+            "",
+            "| workload | peak (GMAC/s) | " + " | ".join(VARIANTS) + " |",
+            "|---|---:|" + "---:|" * len(VARIANTS),
+        ]
+        for r in rows:
+            shares = " | ".join(f"{100 * r['peak_share'][v]:.0f} %" for v in VARIANTS)
+            lines.append(f"| {r['workload']} | {r['int8_peak_gmacs']:.0f} | {shares} |")
         lines.append("")
     return "\n".join(lines)
 
