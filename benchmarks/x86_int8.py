@@ -14,6 +14,9 @@ process of its own per CPU kind, all variants side by side in it:
   ``qcore.get_lowering("x86")``: ``budgeted`` (the default), ``never_overflow`` and
   ``per_layer`` (accuracy first). On a VNNI target the three are one model (torchao's).
 
+Each workload's process also measures oneDNN's int8 peak as two large layers reach it
+(`_peak_models`) and reports every variant's share of it.
+
 The CPU kinds: this machine as it is, and the same machine with oneDNN capped at AVX2
 (``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's saturating int8 kernels without VNNI, and
 ``qcore.host`` then targets such a CPU). Which passes are registered is process-wide
