@@ -58,3 +58,16 @@ def test_the_check_reads_the_defaults_rounds(bench: ModuleType) -> None:
     assert bench._regressions({"avx2": [row]}, 1.0) == ["avx2 / mlp: the default at 1.05x torchao's latency"]
     assert bench._regressions({"avx2": [level]}, 1.0) == []
     assert bench._regressions({"avx2": [row]}, 1.1) == []
+
+
+def test_one_model_compiled_three_times_is_judged_by_its_median_compile(bench: ModuleType) -> None:
+    """Where the rules quantize one model (a VNNI target), a round's default latency is the
+    median of its three compiles; elsewhere the default's own."""
+    times = {
+        bench.TORCHAO: [10.0, 10.0],
+        "ours, budgeted": [10.2, 9.0],  # the default: one slow compile, then one fast
+        "ours, never_overflow": [9.9, 10.5],
+        "ours, per_layer": [9.8, 10.1],
+    }
+    assert bench.default_rounds(times, one_model=True) == pytest.approx([0.99, 1.01])
+    assert bench.default_rounds(times, one_model=False) == pytest.approx([1.02, 0.9])
