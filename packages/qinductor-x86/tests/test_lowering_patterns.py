@@ -217,3 +217,45 @@ def test_a_dynamic_batch_compiles_on_the_doubled_route_exactly() -> None:
     assert result.count("reduction doubled") == 2
     assert len(result.kernels) == result.report.int8_kernels == 2
     zoo.assert_exact(result.codes)
+
+
+def test_dynamic_spatial_sizes_stay_symbolic_on_the_doubled_route_and_exact() -> None:
+    """A conv net exported with dynamic height and width, compiled once with
+    ``dynamic=True`` for the avx2 route: the doubled codes' view reads the spatial sizes
+    in the graph, so the conv's input stays symbolic and a second size runs the same
+    compiled code (no recompile); both sizes exact against the eager converted model."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import run_and_get_code
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
+    with torch.no_grad():  # two full-scale input channels: their u8 x s8 pair sums overflow
+        model[0].weight.mul_(0.1)
+        model[0].weight[:, :2] = 1.0
+    height, width = torch.export.Dim("height", min=4, max=64), torch.export.Dim("width", min=4, max=64)
+    with qcore.host.targeting("avx2"):
+        exported = torch.export.export(
+            model.eval(), (zoo.example(2, 8, 12, 12),), dynamic_shapes=({2: height, 3: width},)
+        )
+        prepared = prepare_pt2e(exported.module(), qcore.get_quantizer("x86", weight_rule="per_layer"))
+        for seed in range(1, 4):
+            prepared(zoo.example(2, 8, 12, 12, seed=seed))
+        converted = convert_pt2e(prepared)
+        sizes = [(zoo.example(2, 8, 10, 14, seed=9),), (zoo.example(2, 8, 16, 9, seed=5),)]
+        eager = [zoo.eager_reference(converted, inputs) for inputs in sizes]
+        lowering = qcore.get_lowering("x86")
+        with zoo.fresh_compile(), lowering, torch.no_grad():
+            compiled = torch.compile(converted, dynamic=True)
+            output, code = run_and_get_code(compiled, *sizes[0])
+            graphs = counters["stats"]["unique_graphs"]
+            second = compiled(*sizes[1])
+            recompiled = counters["stats"]["unique_graphs"] - graphs
+    result = zoo.Lowered(eager[0].output, output, "\n".join(code), lowering.report(), {}, eager[0].tie_variants)
+    assert result.count("reduction doubled") >= 1
+    # each conv reads its doubled codes as a view of symbolic height and width
+    views = re.findall(r"qconv_pointwise\.\w+\(reinterpret_tensor\(\w+, \(([^)]*)\)", result.code)
+    assert views and all(re.search(r"\bs\d+\b", view) for view in views), views
+    assert recompiled == 0
+    zoo.assert_exact(result.codes)
+    again = zoo.Lowered(eager[1].output, second, result.code, result.report, {}, eager[1].tie_variants)
+    zoo.assert_exact(again.codes)

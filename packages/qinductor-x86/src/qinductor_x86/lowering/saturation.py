@@ -71,6 +71,12 @@ def doubled_weight(weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _size(ctx: CompileContext, node: Node, dim: int) -> int | Node:
+    """``node``'s size along ``dim``: the number, or a ``sym_size`` node where it is symbolic."""
+    size = val(node).shape[dim]
+    return size if isinstance(size, int) else ctx.call(ops.aten.sym_size.int, (node, dim))
+
+
 def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
     """``codes.repeat_interleave(2, dim)`` in the graph, on the uint8 codes, shared by every
     doubled kernel that reads ``codes``.
@@ -82,8 +88,8 @@ def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
     that reads it). The earlier ``codes[..., iota(2 n) // 2]`` (``aten.index``) became a
     scalar loop with an integer division per code: 190 us for 64 x 2048 codes on an AVX2
     target, against 56 us for the clone, which made a doubled classifier cost several
-    per cent of an MLP's time. The view reads every size of ``codes`` but the first (the
-    batch may be symbolic).
+    per cent of an MLP's time. The view takes the batch as ``-1`` and any other symbolic
+    size (a conv's spatial sizes under ``dynamic=True``) from ``sym_size`` in the graph.
     """
     rank = len(val(codes).shape)
     dim %= rank
@@ -101,9 +107,11 @@ def doubled_codes(ctx: CompileContext, codes: Node, dim: int) -> Node:
         column = ctx.call(ops.aten.unsqueeze.default, (moved, -1))
         pairs = ctx.call(ops.aten.expand.default, (column, [-1] * rank + [2]))
         copied = ctx.call(ops.aten.clone.default, (pairs,), {"memory_format": torch.contiguous_format})
-        # (a view Inductor lowers: ``flatten`` would be an external call of its own)
-        sizes = [int(size) for size in val(moved).shape[1:]]
-        doubled = ctx.call(ops.aten.view.default, (copied, [-1, *sizes[:-1], 2 * sizes[-1]]))
+        # (a view Inductor lowers: ``flatten`` would be an external call of its own; a
+        # symbolic size is read in the graph, where ``int`` would specialize the compile)
+        sizes = [_size(ctx, moved, d) for d in range(1, rank - 1)]
+        doubled_size = 2 * int(val(moved).shape[-1])  # (channels: a weight's, never symbolic)
+        doubled = ctx.call(ops.aten.view.default, (copied, [-1, *sizes, doubled_size]))
         if dim != rank - 1:
             doubled = ctx.call(ops.aten.permute.default, (doubled, back))
     made[dim] = doubled
