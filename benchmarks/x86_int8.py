@@ -148,10 +148,37 @@ def _int8_gemm_peak(quantizer: Any, runs: int, warmup: int) -> float:
     return max(rates)
 
 
+def interleaved_times(
+    timed: dict[str, Callable[[], Any]], runs: int, warmup: int, name: str
+) -> dict[str, list[float]]:
+    """Each variant's ``runs`` call times, after ``warmup`` rounds: one call of each per
+    round, in a shuffled order each round (no variant always follows the same one), so
+    that load from other processes hits all alike. What is timed must be what was
+    measured before: a call that compiles anything anew (under other passes than the ones
+    that made the code read) stops the run."""
+    from torch._dynamo.utils import counters
+
+    compiled_graphs = counters["stats"]["unique_graphs"]
+    times: dict[str, list[float]] = {v: [] for v in timed}
+    for _ in range(warmup):
+        for fn in timed.values():
+            fn()
+    order = list(timed)
+    shuffle = random.Random(0).shuffle
+    for _ in range(runs):
+        shuffle(order)
+        for variant in order:
+            start = time.perf_counter()
+            timed[variant]()
+            times[variant].append(time.perf_counter() - start)
+    if counters["stats"]["unique_graphs"] != compiled_graphs:
+        raise RuntimeError(f"{name}: a timed call compiled a graph anew")
+    return times
+
+
 def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor_config
-    from torch._dynamo.utils import counters
 
     if threads:
         torch.set_num_threads(threads)
@@ -186,21 +213,7 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
 
         # what is timed is what was measured above: no call may compile anew (under other
         # passes than the ones that made the code read above)
-        compiled_graphs = counters["stats"]["unique_graphs"]
-        times: dict[str, list[float]] = {v: [] for v in timed}
-        for _ in range(warmup):
-            for fn in timed.values():
-                fn()
-        order = list(timed)
-        shuffle = random.Random(0).shuffle
-        for _ in range(runs):
-            shuffle(order)  # no variant always follows the same one
-            for variant in order:
-                start = time.perf_counter()
-                timed[variant]()
-                times[variant].append(time.perf_counter() - start)
-    if counters["stats"]["unique_graphs"] != compiled_graphs:
-        raise RuntimeError(f"{name}: a timed call compiled a graph anew")
+        times = interleaved_times(timed, runs, warmup, name)
     median_s = {v: statistics.median(t) for v, t in times.items()}
     return {
         "workload": name,

@@ -24,9 +24,14 @@ import random
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+# the timing loop is the int8 benchmark's (which also puts its workloads' folder on the path)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from x86_int8 import interleaved_times
 
 VARIANTS = ("static", "static, int8 matmuls", "dynamic")
 FP32 = "fp32 inductor"
@@ -50,7 +55,6 @@ def _quantizer(variant: str) -> Any:
 def run(batch: int, tokens: int, runs: int, warmup: int, threads: int) -> dict[str, Any]:
     import torch
     import torch._inductor.config as inductor_config
-    from torch._dynamo.utils import counters
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     import qcore
@@ -88,20 +92,7 @@ def run(batch: int, tokens: int, runs: int, warmup: int, threads: int) -> dict[s
                 "eager_sqnr_db": sqnr(reference, eager),
                 "vs_eager": float((eager - output).norm() / eager.norm()),
             }
-        graphs = counters["stats"]["unique_graphs"]
-        times: dict[str, list[float]] = {v: [] for v in timed}
-        for _ in range(warmup):
-            for fn in timed.values():
-                fn()
-        order = list(timed)
-        for _ in range(runs):
-            random.Random(len(times[FP32])).shuffle(order)
-            for variant in order:
-                start = time.perf_counter()
-                timed[variant]()
-                times[variant].append(time.perf_counter() - start)
-    if counters["stats"]["unique_graphs"] != graphs:
-        raise RuntimeError("a timed call compiled a graph anew")
+        times = interleaved_times(timed, runs, warmup, "MiniLM")
     return {
         "median_ms": {v: 1000 * statistics.median(t) for v, t in times.items()},
         "vs_fp32": {
