@@ -1,6 +1,7 @@
 """``.ci/shared_bytecode.py`` and its hook: the bytecode of third-party modules and of the
-standard library is shared by the envs of a run, and only ever used for a source of the
-same content; first-party modules keep theirs per env (the mutation check deletes it).
+standard library is shared by the envs of a run, keyed by the source file's identity (uv
+installs every env's copy of torch as hard links of one file), and first-party modules
+keep theirs per env (the mutation check deletes it).
 
 Each case installs the hook into a temporary "site-packages" per env, as tox's
 commands_pre does, and imports from it in a fresh interpreter started with ``-S`` (so
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -39,18 +41,23 @@ def _installer() -> ModuleType:
     return module
 
 
-def _env(tmp: Path, name: str, value: int = 1) -> Path:
-    """A site-packages with a third-party package and a first-party module, the hook in it."""
+def _env(tmp: Path, name: str, value: int = 1, linked: Path | None = None) -> Path:
+    """A site-packages with a third-party package (its module a hard link of ``linked``'s,
+    as uv installs it, or a file of its own) and a first-party module, the hook in it."""
     site = tmp / name / "site-packages"
     (site / "thirdparty").mkdir(parents=True)
-    (site / "thirdparty" / "__init__.py").write_text(f"VALUE = {value}\n")
+    module = site / "thirdparty" / "__init__.py"
+    if linked is not None:
+        os.link(linked / "thirdparty" / "__init__.py", module)
+    else:
+        module.write_text(f"VALUE = {value}\n")
+        os.utime(module, (1_700_000_000, 1_700_000_000))
     (site / "ownpkg.py").write_text("VALUE = 7\n")
-    os.utime(site / "thirdparty" / "__init__.py", (1_700_000_000, 1_700_000_000))
     _installer().install(site, ["ownpkg"])
     return site
 
 
-def _run(site: Path, tmp: Path, shared: Path | None) -> dict[str, object]:
+def _run(site: Path, tmp: Path, shared: Path | None) -> dict[str, Any]:
     """Import both modules from ``site`` in a fresh interpreter: their values, and where
     their bytecode went."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "QCI_SHARED_BYTECODE")}
@@ -61,13 +68,14 @@ def _run(site: Path, tmp: Path, shared: Path | None) -> dict[str, object]:
         "import site, sys; site.addsitedir(sys.argv[1]);"
         "import thirdparty, ownpkg, json;"
         "print(json.dumps({'third': thirdparty.VALUE, 'own': ownpkg.VALUE,"
-        " 'hook': '_qci_bytecode_hook' in sys.modules}))"
+        " 'hook': '_qci_bytecode_hook' in sys.modules, 'cached': {m.__name__: m.__cached__"
+        " for m in (thirdparty, ownpkg, json)}}))"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-c", code, str(site)], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout)
+    result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
@@ -75,32 +83,40 @@ def _pycs(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.pyc")) if folder.exists() else []
 
 
-def test_two_envs_share_one_checked_hash_pyc_and_keep_first_party_bytecode_apart(tmp_path: Path) -> None:
+def _values(run: dict[str, Any]) -> tuple[int, int, bool]:
+    return run["third"], run["own"], run["hook"]
+
+
+def test_two_envs_share_the_pyc_of_one_linked_file_and_keep_first_party_bytecode_apart(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
-    first, second = _env(tmp_path, "a"), _env(tmp_path, "b")
-    assert _run(first, tmp_path, shared) == {"third": 1, "own": 7, "hook": True}
-    (pyc,) = (p for p in _pycs(shared / "site") if p.parent.name == "thirdparty")
-    assert pyc.name == PYC
-    # PEP 552 flags: hash-based and checked against the source
-    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11
-    # the first-party module: under this env's prefix, never shared
-    assert not [p for p in _pycs(shared) if "ownpkg" in p.name]
+    first = _env(tmp_path, "a")
+    second = _env(tmp_path, "b", linked=first)
+    run = _run(first, tmp_path, shared)
+    assert _values(run) == (1, 7, True)
+    source = (first / "thirdparty" / "__init__.py").stat()
+    pyc = shared / f"{source.st_dev}-{source.st_ino}-{PYC}"
+    assert run["cached"]["thirdparty"] == str(pyc) and pyc.is_file()
+    # the standard library's bytecode is shared too; the first-party module's stays under
+    # this env's prefix
+    assert Path(run["cached"]["json"]).parent == shared
+    assert run["cached"]["ownpkg"].startswith(str(tmp_path / "a" / "prefix"))
     assert [p.name for p in _pycs(tmp_path / "a" / "prefix") if "ownpkg" in p.name] == [
         f"ownpkg.{sys.implementation.cache_tag}.pyc"
     ]
-    # the standard library's bytecode is shared too (json, imported by the probe)
-    assert any(p.parent.name == "json" for p in _pycs(shared / "stdlib"))
+    assert not [p for p in _pycs(shared) if "ownpkg" in p.name]
 
     # the second env reads the first's pyc: a code object planted in it (under the
     # header of the unchanged source) is what its import runs
     data = pyc.read_bytes()
     pyc.write_bytes(data[:16] + marshal.dumps(compile("VALUE = 99\n", "planted", "exec")))
-    assert _run(second, tmp_path, shared)["third"] == 99
+    second_run = _run(second, tmp_path, shared)
+    assert second_run["third"] == 99 and second_run["cached"]["thirdparty"] == str(pyc)
     assert not [p for p in _pycs(tmp_path / "b" / "prefix") if "thirdparty" in str(p)]
 
 
-def test_a_source_of_the_same_size_and_mtime_but_other_content_is_compiled_again(tmp_path: Path) -> None:
-    """What a timestamp pyc would get wrong: the pyc is checked against the source's hash."""
+def test_another_file_of_the_same_path_size_and_mtime_never_reads_its_pyc(tmp_path: Path) -> None:
+    """Two envs' own copies (uv copied them): what a pyc keyed by the path inside
+    site-packages would confuse, since a timestamp header sees no difference."""
     shared = tmp_path / "shared"
     first, second = _env(tmp_path, "a", value=1), _env(tmp_path, "b", value=2)
     one, two = (site / "thirdparty" / "__init__.py" for site in (first, second))
@@ -108,11 +124,13 @@ def test_a_source_of_the_same_size_and_mtime_but_other_content_is_compiled_again
     assert _run(first, tmp_path, shared)["third"] == 1
     assert _run(second, tmp_path, shared)["third"] == 2
     assert _run(first, tmp_path, shared)["third"] == 1
+    for source in (one.stat(), two.stat()):
+        assert (shared / f"{source.st_dev}-{source.st_ino}-{PYC}").is_file()
 
 
 def test_without_the_variable_nothing_is_shared(tmp_path: Path) -> None:
     site = _env(tmp_path, "a")
-    assert _run(site, tmp_path, None) == {"third": 1, "own": 7, "hook": True}
+    assert _values(_run(site, tmp_path, None)) == (1, 7, True)
     assert not (tmp_path / "shared").exists()
     prefix = tmp_path / "a" / "prefix"
     # (the hook's own module is compiled before it activates)
