@@ -10,14 +10,13 @@ is then checked against that very file, as for any pyc. Files that are not share
 copies rather than links when its cache is on another file system) share nothing, and
 each env compiles its own, as without the hook.
 
-Imported at every interpreter start, so it imports nothing that is not loaded already.
+Imported at every interpreter start, so it imports nothing that is not loaded already:
+not ``typing``, not even the ``importlib`` package (``importlib._bootstrap_external`` is
+the frozen ``_frozen_importlib_external``, whose loaders call the function replaced here).
 """
 
-from __future__ import annotations
-
+import _frozen_importlib_external as _bootstrap
 import os
-from importlib import _bootstrap_external as _bootstrap
-from typing import Any
 
 #: the site-packages this module was installed into, and the standard library (every env
 #: reads the same files, but compiled them under its own pycache prefix)
@@ -31,12 +30,13 @@ def activate(first_party: str) -> None:
     (comma-separated) goes there. First-party modules keep their bytecode per env, where
     the mutation check deletes it after each edit (``.ci/mutants.py``)."""
     shared = os.environ.get("QCI_SHARED_BYTECODE")
-    if not shared:
+    # (site runs the .pth line once per site-packages entry: a venv's lib64 links to lib)
+    if not shared or getattr(_bootstrap.cache_from_source, "shares_bytecode", False):
         return
     own = frozenset(first_party.split(","))
     original = _bootstrap.cache_from_source
 
-    def cache_from_source(path: str, debug_override: Any = None, *, optimization: Any = None) -> str:
+    def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
         cached: str = original(path, debug_override, optimization=optimization)
         if path.startswith(SITE):
             if path[len(SITE) :].split(os.sep, 1)[0].partition(".")[0] in own:
@@ -50,4 +50,5 @@ def activate(first_party: str) -> None:
         # (the cached name keeps the module name, interpreter tag and optimization level)
         return os.path.join(shared, f"{source.st_dev}-{source.st_ino}-{os.path.basename(cached)}")
 
+    cache_from_source.shares_bytecode = True  # type: ignore[attr-defined]
     _bootstrap.cache_from_source = cache_from_source

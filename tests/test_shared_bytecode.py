@@ -59,21 +59,28 @@ def _env(tmp: Path, name: str, value: int = 1, linked: Path | None = None) -> Pa
 
 def _run(site: Path, tmp: Path, shared: Path | None) -> dict[str, Any]:
     """Import both modules from ``site`` in a fresh interpreter: their values, and where
-    their bytecode went."""
+    their bytecode went. ``site`` is added twice, the second time through a link, as a
+    venv's ``lib64`` (a link to ``lib``) makes ``site`` run its ``.pth`` lines twice."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "QCI_SHARED_BYTECODE")}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / site.parent.name / "prefix")
     if shared is not None:
         env["QCI_SHARED_BYTECODE"] = str(shared)
     code = (
-        "import site, sys; site.addsitedir(sys.argv[1]);"
+        "import site, sys; before = set(sys.modules);"
+        "site.addsitedir(sys.argv[1]); site.addsitedir(sys.argv[2]);"
+        "started = sorted(set(sys.modules) - before);"
         "import thirdparty, ownpkg, json;"
         "print(json.dumps({'third': thirdparty.VALUE, 'own': ownpkg.VALUE,"
-        " 'hook': '_qci_bytecode_hook' in sys.modules, 'cached': {m.__name__: m.__cached__"
+        " 'hook': '_qci_bytecode_hook' in sys.modules, 'started': started, 'cached': {m.__name__: m.__cached__"
         " for m in (thirdparty, ownpkg, json)}}))"
     )
+    alias = site.parent / "lib64-site-packages"
+    if not alias.exists():
+        alias.symlink_to(site, target_is_directory=True)
     done = subprocess.run(
-        [sys.executable, "-S", "-c", code, str(site)], env=env, capture_output=True, text=True, check=False
-    )
+        [sys.executable, "-S", "-c", code, str(site), str(alias)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -96,6 +103,8 @@ def test_two_envs_share_the_pyc_of_one_linked_file_and_keep_first_party_bytecode
     source = (first / "thirdparty" / "__init__.py").stat()
     pyc = shared / f"{source.st_dev}-{source.st_ino}-{PYC}"
     assert run["cached"]["thirdparty"] == str(pyc) and pyc.is_file()
+    # the hook runs at every interpreter start: it imports nothing more than itself
+    assert run["started"] == ["_qci_bytecode_hook"]
     # the standard library's bytecode is shared too; the first-party module's stays under
     # this env's prefix
     assert Path(run["cached"]["json"]).parent == shared
