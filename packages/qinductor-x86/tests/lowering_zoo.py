@@ -283,7 +283,13 @@ def narrow_weights(
 @contextmanager
 def fresh_compile() -> Iterator[None]:
     """Freezing on, Dynamo's caches and torch's counters cleared, errors raised (Dynamo
-    would otherwise fall back to eager silently and a failed lowering would look fine)."""
+    would otherwise fall back to eager silently and a failed lowering would look fine).
+
+    Constants stay buffers: Inductor inlines a frozen 1-D constant of at most 8 values
+    (the per-channel scales, zero points and bias of the zoo's 8-channel layers) as a
+    generated kernel of its own, one gcc run each, which a real model's channel counts
+    never produce; a quarter of this package's kernels were those. The integration,
+    demo and shipping tests compile with Inductor's defaults."""
     import torch._dynamo
     import torch._dynamo.config
     import torch._inductor.config as inductor_config
@@ -292,7 +298,7 @@ def fresh_compile() -> Iterator[None]:
     torch._dynamo.reset()
     counters.clear()
     with (
-        inductor_config.patch(freezing=True, fx_graph_cache=False),
+        inductor_config.patch(freezing=True, fx_graph_cache=False, always_keep_tensor_constants=True),
         torch._dynamo.config.patch(suppress_errors=False),
     ):
         yield
