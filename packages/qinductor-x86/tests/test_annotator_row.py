@@ -115,6 +115,51 @@ def test_an_opt_in_row_is_annotated_only_where_asked(define: Any) -> None:
 
 
 def test_matmul_is_opt_in_through_qcores_flag() -> None:
-    """The shipped opt-in row: matmul, by qcore's ``Annotator.opt_in`` and nothing else."""
+    """The shipped opt-in rows: matmul (torchao's annotation) and matmul_int8 (symmetric
+    int8 operands), by qcore's ``Annotator.opt_in`` and nothing else; matmul first."""
     row = ANNOTATORS.get("x86", "matmul")
-    assert row.opt_in and [a.name for a in ANNOTATORS.annotators("x86") if a.opt_in] == ["matmul"]
+    opt_in = [a.name for a in ANNOTATORS.annotators("x86") if a.opt_in]
+    assert row.opt_in and opt_in == ["matmul", "matmul_int8"]
+
+
+class Product(nn.Module):
+    """``a @ b^T``, then attention's second product: probabilities (a softmax, through
+    dropout) times ``b``."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        scores = torch.matmul(a, b.transpose(-2, -1))
+        return torch.matmul(nn.functional.dropout(scores.softmax(-1), 0.1, self.training), b)
+
+
+def matmul_operand_codes(quantizer: X86InductorQuantizer) -> list[tuple[torch.dtype, int, int, int]]:
+    """(dtype, zero point, qmin, qmax) of each quantize the converted Product holds."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gen = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(2, 4, 8, generator=gen), torch.randn(2, 4, 8, generator=gen))
+    prepared = prepare_pt2e(torch.export.export(Product(), inputs).module(), quantizer)
+    prepared(*inputs)
+    quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
+    return [
+        (n.args[5], n.args[2], n.args[3], n.args[4])
+        for n in convert_pt2e(prepared).graph.nodes
+        if n.target is quantize
+    ]
+
+
+def test_matmul_int8_quantizes_both_operands_as_symmetric_int8_and_matmul_keeps_torchaos() -> None:
+    """matmul_int8: symmetric int8 operands (a, b, b's transpose), but probabilities on the
+    left: uint8 with zero point 0; matmul: torchao's uint8 for every operand."""
+    symmetric = (torch.int8, 0, -127, 127)
+    by_name = X86InductorQuantizer().set_global(config()).enable("matmul_int8")
+    *operands, probabilities = matmul_operand_codes(by_name)
+    assert operands == [symmetric] * 3 and probabilities == (torch.uint8, 0, 0, 255)
+    # each row enabled alone takes the matmul from the global pass
+    torchaos = matmul_operand_codes(X86InductorQuantizer().set_global(config()).enable("matmul"))
+    assert len(torchaos) == 4 and all(c[0] is torch.uint8 and c[2:] == (0, 255) for c in torchaos)
+    # a target without VNNI: matmul_int8 quantizes nothing (its int8 matmuls would saturate)
+    with qcore.host.targeting("avx2"):
+        assert matmul_operand_codes(X86InductorQuantizer().set_global(config()).enable("matmul_int8")) == []
+    # a scoped config runs every opt-in row of its operator: matmul, first, takes it
+    scoped = X86InductorQuantizer().set_function_type_qconfig(torch.matmul, config()).enable("matmul_int8")
+    assert matmul_operand_codes(scoped) == torchaos

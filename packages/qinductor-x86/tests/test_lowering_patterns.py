@@ -16,6 +16,7 @@ from typing import Any
 import lowering_zoo as zoo
 import pytest
 import torch
+import torch.nn.functional as F
 
 import qcore
 from qcore.metrics import sqnr
@@ -122,9 +123,118 @@ def test_attention_quantizes_before_its_views() -> None:
     assert result.counters["quant_lift_up_count"] >= 3
     assert result.report.lowered["linear + quantize (int8 output)"] >= 3
     assert len(result.kernels) == 4
-    # the two activation x activation matmuls stay float, and the report says why
+    # torchao's asymmetric operands: the two activation x activation matmuls stay float,
+    # and the report says why and what runs them in int8
     left = result.report.left_in_float
-    assert len([n for n in left if "two activation operands" in n.reason]) == 4
+    assert len([n for n in left if "matmul_int8" in n.reason]) == 4
+    assert not result.count("matmul of two int8 activations")
+    zoo.assert_exact(result.codes)
+
+
+class ActivationProduct(torch.nn.Module):
+    """``a @ b^T`` of two activations, per head: what attention's scores are."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b.transpose(-2, -1))
+
+
+def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
+    """``matmul_int8``'s operands on a VNNI target: the compiled product is the integer
+    product of the codes (torch's own quantize) times the two scales, to the bit, one
+    ``_int_mm`` per matrix. Codes near 127 on both sides, which oneDNN's kernels without
+    VNNI saturate: on such a CPU that route is off by far (checked there instead), which
+    is why the avx2 route keeps these matmuls in float (the attention test below)."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = (0.5 + 0.5 * torch.rand(2, 4, 16, 32, generator=gen) for _ in range(2))
+    with qcore.host.targeting("avx512_vnni"):  # (for avx2 the row quantizes nothing)
+        converted = zoo.quantize(ActivationProduct(), (a, b), qcore.get_quantizer("x86").enable("matmul_int8"))
+    result = zoo.lower(converted, (a, b), target="avx512_vnni")
+
+    quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
+    # (b's quantize reads its transpose: quantizing commutes with it)
+    qparams = {_placeholder(n.args[0]): n.args[1:] for n in converted.graph.nodes if n.target is quantize}
+    codes = [quantize(x, *qparams[name]) for x, name in zip((a, b), ("a", "b"), strict=True)]
+    assert all(c.dtype is torch.int8 and c.max() == 127 for c in codes)
+    exact = torch.matmul(codes[0].long(), codes[1].long().transpose(-2, -1)).float()
+    exact *= torch.tensor(qparams["a"][0] * qparams["b"][0], dtype=torch.float32)
+    calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
+    lowered = {name: n for name, n in result.report.lowered.items() if "matmul" in name}
+    assert len(calls) == 2 * 4 and lowered == {"matmul of two int8 activations": 1}
+    if qcore.host.probe().saturates_u8s8:
+        assert not torch.allclose(result.output, exact, rtol=1e-2)
+    else:
+        assert torch.equal(result.output, exact)
+
+
+def test_a_symbolic_batch_keeps_attentions_int8_operands_in_float_and_says_why() -> None:
+    """Exported with a dynamic batch and compiled with ``dynamic=True``: one ``_int_mm``
+    per matrix needs a fixed count, so the matmul stays float (the eager model's
+    computation), and the report says why."""
+    from torch._inductor.utils import run_and_get_code
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    a, b = zoo.example(3, 4, 8, 16), zoo.example(3, 4, 8, 16, seed=1)
+    batch = torch.export.Dim("batch")
+    with qcore.host.targeting("avx512_vnni"):  # (the row quantizes nothing for avx2)
+        exported = torch.export.export(ActivationProduct(), (a, b), dynamic_shapes=({0: batch}, {0: batch}))
+        prepared = prepare_pt2e(exported.module(), qcore.get_quantizer("x86").enable("matmul_int8"))
+        prepared(a, b)
+        converted = convert_pt2e(prepared)
+    inputs = (zoo.example(2, 4, 8, 16, seed=2), zoo.example(2, 4, 8, 16, seed=3))
+    lowering = qcore.get_lowering("x86")
+    with zoo.fresh_compile(), qcore.host.targeting("avx512_vnni"), lowering, torch.no_grad():
+        output, code = run_and_get_code(torch.compile(converted, dynamic=True), *inputs)
+        eager = converted(*inputs)
+    assert "_int_mm(" not in "\n".join(code)
+    assert [n for n in lowering.report().left_in_float if "batch size is symbolic" in n.reason]
+    assert torch.allclose(output, eager, rtol=1e-5, atol=1e-6)
+
+
+def _placeholder(node: Any) -> str:
+    while node.op != "placeholder":
+        node = node.args[0]
+    return str(node.name)
+
+
+class SdpaAttention(zoo.Attention):
+    """``zoo.Attention`` written as Hugging Face writes it: ``F.scaled_dot_product_attention``
+    with an additive padding mask."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        b, t, c = x.shape
+
+        def split(y: torch.Tensor) -> torch.Tensor:
+            return y.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+
+        y = F.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)), split(self.v(x)), attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(b, t, c))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+def test_attention_runs_its_matmuls_in_int8_and_stays_exact(target: str) -> None:
+    """``enable("matmul_int8")`` on Hugging Face's spelling of attention: the quantizer
+    spells the scaled-dot-product attention out, both of its matmuls become int8 matmuls
+    (2 x 4 heads each), and the output is the eager converted model's in codes. The
+    products are exact and scaled once where eager sums fp32 products: the codes after them
+    may differ by one where eager's value lies within fp32 rounding of a step, which
+    ``assert_exact`` bounds. The probabilities are uint8 codes (zero point 0), corrected by
+    the value codes' column sums. Compiled for the avx2 route (the model quantized for a
+    VNNI target), both matmuls stay float, and the report says why."""
+    if target == "avx512_vnni":
+        zoo.skip_on_a_saturating_cpu()
+    mask = torch.zeros(2, 1, 1, 8)
+    mask[1, ..., 6:] = -1e4  # the second sequence's last two tokens are padding
+    model, inputs = SdpaAttention(), (zoo.example(2, 8, 32), mask)
+    with qcore.host.targeting("avx512_vnni"):  # (for avx2 the row quantizes nothing)
+        converted = zoo.quantize(model, inputs, qcore.get_quantizer("x86").enable("matmul_int8"))
+    result = zoo.lower(zoo.narrow_weights(converted), inputs, target=target)
+    calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
+    in_float = [n for n in result.report.left_in_float if "bmm" in n.reason]
+    int8 = target == "avx512_vnni"
+    assert result.count("matmul of two int8 activations") == (2 if int8 else 0)
+    assert len(calls) == (2 * 2 * 4 if int8 else 0)
+    assert result.report.int8_kernels == len(result.kernels) + len(calls)
+    assert (not in_float) if int8 else (in_float and all("saturating 16-bit lanes" in n.reason for n in in_float))
     zoo.assert_exact(result.codes)
 
 

@@ -19,6 +19,7 @@ from torch.fx import Graph
 from qcore.int8.cpu_profile import Int8Host
 from qinductor_x86 import _torch_private as private
 from qinductor_x86.lowering import (
+    activation_matmul,
     dataops,
     floatweights,
     fp16,
@@ -103,9 +104,13 @@ def lower(graph: Graph, target: Int8Host) -> GraphRecord:
         promotion.promote(context)
         for pattern_pass in pattern_passes():
             pattern_pass.apply(graph)
+        # (what the patterns left in float: a linear's codes are its kernel's output now)
+        int8_matmuls = activation_matmul.lower(context)
         floatweights.fold(context)  # what no family lowered: no other pass may take it
     graph.eliminate_dead_code()
     private.restore_views(gm)
     graph.lint()
-    kernels = sum(n.target in INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes)
+    kernels = int8_matmuls + sum(
+        n.target in INT8_KERNELS or n.target is ops.WEIGHT_ONLY for n in graph.nodes
+    )
     return GraphRecord(context.lowered, left_in_float(graph, context.declined), kernels)

@@ -12,6 +12,7 @@ also quantize the pattern's output, which the QAT folding needs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 import qcore.pt2e.annotation.ops as shared_ops
+from qcore.int8 import cpu_profile as host
 from qcore.pt2e.annotation.claims import is_annotated, mark_annotated
 from qcore.pt2e.annotation.claims import passes as scope_accepts
 from qcore.pt2e.annotation.registry import ANNOTATORS
@@ -51,6 +53,7 @@ AnnotateFn = Callable[[GraphModule, QuantizationConfig | None, Filter], Partitio
 
 aten = torch.ops.aten
 ADD_OPS = shared_ops.ADD
+SOFTMAX = frozenset({aten.softmax.int, aten._softmax.default})
 
 
 # -- fusion patterns -------------------------------------------------------------------
@@ -149,11 +152,44 @@ def _same_shape_tensors(node: Node) -> bool:
     return all(is_fake_tensor(v) for v in values) and values[0].shape == values[1].shape
 
 
+#: The spec of one operand (the operand node, the op that reads it) under a config.
+QSpecOf = Callable[[QuantizationConfig | None, Node, Node], Any]
+
+
+def _input_act_qspec(config: QuantizationConfig | None, operand: Node, reader: Node) -> Any:
+    return get_input_act_qspec(config)
+
+
+def int8_matmul_qspec(config: QuantizationConfig | None, operand: Node, reader: Node) -> Any:
+    """The config's activation spec (its observer), as oneDNN's int8 matmul of two
+    activations takes it without zero-point corrections of the product's rows
+    (``qinductor_x86.lowering.activation_matmul``): symmetric int8 codes, zero point 0, in
+    [-127, 127]; but a softmax's probabilities on the left (through dropout) keep the
+    config's uint8 spec,
+    whose zero point is then 0 (an affine observer's range holds 0), all 8 bits for
+    values in [0, 1]."""
+    spec = get_input_act_qspec(config)
+    if spec is None or (operand is reader.args[0] and _probabilities(operand)):
+        return spec
+    return dataclasses.replace(
+        spec, dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=torch.per_tensor_symmetric
+    )
+
+
+def _probabilities(node: Node) -> bool:
+    """A softmax's output, through dropout (Hugging Face's eager attention has one)."""
+    while node.target is aten.dropout.default and isinstance(node.args[0], Node):
+        node = node.args[0]
+    return node.target in SOFTMAX
+
+
 def operands_annotator(
-    target: Any, accept: Callable[[Node], bool] = lambda _: True
+    target: Any,
+    accept: Callable[[Node], bool] = lambda _: True,
+    qspec_of: QSpecOf = _input_act_qspec,
 ) -> AnnotateFn:
-    """Quantize every tensor operand of each ``target`` node that ``accept`` takes; its
-    output ends an int8 pattern."""
+    """Quantize every tensor operand of each ``target`` node that ``accept`` takes, with
+    ``qspec_of``'s spec; its output ends an int8 pattern."""
 
     def annotate(
         gm: GraphModule, config: QuantizationConfig | None, filter_fn: Filter
@@ -165,8 +201,8 @@ def operands_annotator(
             if is_annotated([node]) or not scope_accepts(filter_fn, [node]):
                 continue
             operands = [a for a in node.args if isinstance(a, Node)]
-            qspec = get_input_act_qspec(config)
-            annotate_node(node, dict.fromkeys(operands, qspec), quantized_output=True)
+            qspecs = {operand: qspec_of(config, operand, node) for operand in operands}
+            annotate_node(node, qspecs, quantized_output=True)
             partitions.append([node])
         return partitions
 
@@ -175,6 +211,21 @@ def operands_annotator(
 
 #: Both operands of ``matmul``.
 annotate_matmul = operands_annotator(aten.matmul.default)
+#: Both operands of ``matmul``, as int8 codes an int8 matmul takes as they are; on a VNNI
+#: or AMX target only (see :func:`_matmul_int8_why_not`).
+annotate_matmul_int8 = operands_annotator(
+    aten.matmul.default, lambda _: not host.target().saturates_u8s8, int8_matmul_qspec
+)
+
+#: Why ``matmul_int8`` leaves every matmul in float on a target without VNNI.
+SATURATING_TARGET = (
+    "matmul_int8 quantizes nothing on a target without VNNI: its int8 matmuls saturate "
+    "there, and the exact form ran slower than float attention"
+)
+
+
+def _matmul_int8_why_not(node: Node, config: QuantizationConfig) -> str | None:
+    return SATURATING_TARGET if host.target().saturates_u8s8 else None
 #: Element-wise ``mul`` of two tensors of one shape (no broadcast, no scalar).
 annotate_mul = operands_annotator(aten.mul.Tensor, _same_shape_tensors)
 
@@ -393,6 +444,21 @@ X86_ANNOTATORS: tuple[X86Annotator, ...] = (
         opt_in=True,
         description="matmul, both operands (by operator or module name, or enable('matmul'))",
         example=examples.matmul,
+        called_as={aten.matmul.default: (torch.matmul,)},
+    ),
+    X86Annotator(
+        "matmul_int8",
+        annotate_matmul_int8,
+        ops=frozenset({aten.matmul.default}),
+        # after "matmul": a scoped config that runs both keeps torchao's annotation
+        opt_in=True,
+        description=(
+            "matmul, operands as int8 matmuls take them (symmetric int8; probabilities "
+            "uint8), and SDPA spelled out (enable('matmul_int8'); not torchao's): oneDNN "
+            "int8 matmuls under qcore's x86 lowering"
+        ),
+        example=examples.matmul,
+        why_not=_matmul_int8_why_not,
         called_as={aten.matmul.default: (torch.matmul,)},
     ),
     X86Annotator(

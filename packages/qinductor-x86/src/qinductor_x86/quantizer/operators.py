@@ -50,7 +50,10 @@ def quantizable(annotators: Iterable[Annotator]) -> frozenset[Any]:
 
 
 def opt_in_ops(annotators: Iterable[Annotator], enabled: Iterable[str] = ()) -> frozenset[Any]:
-    """The operators of opt-in annotators not ``enabled`` by name: the global config
-    leaves them alone."""
+    """The operators of opt-in annotators not ``enabled`` by name, but those an enabled one
+    takes (``matmul`` and ``matmul_int8`` share theirs): the global config leaves them
+    alone."""
     on = set(enabled)
-    return frozenset(op for a in annotators if a.opt_in and a.name not in on for op in a.ops)
+    opt_in = [a for a in annotators if a.opt_in]
+    taken = {op for a in opt_in if a.name in on for op in a.ops}
+    return frozenset(op for a in opt_in if a.name not in on for op in a.ops if op not in taken)

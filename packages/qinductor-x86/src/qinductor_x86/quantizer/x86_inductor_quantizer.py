@@ -19,9 +19,10 @@ from typing import Any, Self
 from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
+from qcore.int8 import cpu_profile as host
 from qcore.pt2e.annotation.registry_quantizer import NodeFilter, RegistryQuantizer
 from qcore.pt2e.annotation.report import GLOBAL_PASS
-from qcore.pt2e.annotation.transforms import addmm_to_linear
+from qcore.pt2e.annotation.transforms import addmm_to_linear, sdpa_as_matmuls
 from qinductor_x86.quantizer import annotators  # noqa: F401  (defines the "x86" namespace)
 from qinductor_x86.quantizer.config import (
     get_default_x86_inductor_quantization_config,
@@ -57,8 +58,14 @@ class X86InductorQuantizer(RegistryQuantizer):
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         """``addmm`` with a constant weight (Hugging Face's ``Conv1D``) becomes the
-        ``linear`` it computes, so it is quantized and lowered like one."""
-        return addmm_to_linear(model)
+        ``linear`` it computes, so it is quantized and lowered like one; with
+        ``matmul_int8`` enabled for a VNNI or AMX target, scaled-dot-product attention
+        becomes its two matmuls around a softmax (Hugging Face's attention), which that
+        row quantizes."""
+        model = addmm_to_linear(model)
+        if "matmul_int8" not in self.enabled_opt_in or host.target().saturates_u8s8:
+            return model  # (left whole, Inductor runs it as one flash-attention kernel)
+        return sdpa_as_matmuls(model)
 
     # -- torchao's scoping API ------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 Each returns the same function in float and leaves annotation to the annotators:
 Python scalars of binary ops become observable tensors, ``addmm`` with a constant weight
-becomes the ``linear`` it is, and 3-D convolutions become 2-D ones for backends without
-them. Importing this module registers nothing.
+becomes the ``linear`` it is, 3-D convolutions become 2-D ones for backends without
+them, and scaled-dot-product attention becomes its two matmuls around a softmax.
+Importing this module registers nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +92,61 @@ def addmm_to_linear(gm: GraphModule) -> GraphModule:
     if changed:
         gm.recompile()
     return gm
+
+
+SDPA = frozenset({aten.scaled_dot_product_attention.default})
+_SDPA_ARGS = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def sdpa_as_matmuls(gm: GraphModule) -> GraphModule:
+    """``scaled_dot_product_attention`` becomes the attention it computes, ``softmax(q @
+    k^T * scale [+ mask]) @ v``: the same function in float up to fp32 rounding, written
+    with the two ``matmul`` calls a quantizer can quantize (the softmax's output included),
+    as attention modules that spell it out are. A boolean mask keeps its meaning (masked
+    scores are -inf, as the op's math form has them). Calls with dropout, causal masking
+    or grouped heads, and values of unknown dtype, are left alone. The new nodes keep the
+    call's metadata, so module scopes still find them."""
+    for node in list(gm.graph.nodes):
+        if is_op(node, SDPA) and (given := _plain_sdpa(node)) is not None:
+            _replace_sdpa(gm, node, given)
+    gm.recompile()
+    return gm
+
+
+def _plain_sdpa(node: Node) -> dict[str, Any] | None:
+    given: dict[str, Any] = {
+        "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False, "attn_mask": None,
+    }  # fmt: skip
+    given |= dict(zip(_SDPA_ARGS, node.args[3:], strict=False)) | dict(node.kwargs)
+    values = [_fake(a) for a in node.args[:3]]
+    if given["dropout_p"] or given["is_causal"] or given["enable_gqa"]:
+        return None
+    if not all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values):
+        return None
+    return given
+
+
+def _replace_sdpa(gm: GraphModule, sdpa: Node, given: dict[str, Any]) -> None:
+    q, k, v = sdpa.args[:3]
+    mask = given["attn_mask"]
+    scale = given["scale"] if given["scale"] is not None else _fake(q).shape[-1] ** -0.5
+    graph = gm.graph
+
+    def call(op: Any, *args: Any) -> Node:
+        node = graph.call_function(op, args)
+        node.meta = {key: value for key, value in sdpa.meta.items() if key != "val"}
+        node.meta["val"] = op(*(_fake(a) for a in args))
+        return node
+
+    with graph.inserting_before(sdpa):
+        scores = call(aten.mul.Tensor, call(aten.matmul.default, q, call(aten.transpose.int, k, -2, -1)), scale)
+        if isinstance(mask, Node) and _fake(mask).dtype == torch.bool:
+            scores = call(aten.masked_fill.Scalar, scores, call(aten.logical_not.default, mask), float("-inf"))
+        elif isinstance(mask, Node):
+            scores = call(aten.add.Tensor, scores, mask)
+        attention = call(aten.matmul.default, call(aten.softmax.int, scores, -1), v)
+    sdpa.replace_all_uses_with(attention)
+    graph.erase_node(sdpa)
 
 
 _CONV_ARGS = ("bias", "stride", "padding", "dilation", "groups")
