@@ -138,21 +138,71 @@ class ActivationProduct(torch.nn.Module):
         return torch.matmul(a, b.transpose(-2, -1))
 
 
+class Probabilities(torch.nn.Module):
+    """A product of two softmaxes: both operands non-negative."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a.softmax(-1), b.softmax(-1).transpose(-2, -1))
+
+
+class Weighted(torch.nn.Module):
+    """An activation times a parameter, one per head (a batched matmul no linear pattern
+    takes): one operand is a constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 32, 8, generator=torch.Generator().manual_seed(1)))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, self.w)
+
+
+class Products(torch.nn.Module):
+    """The product of two activations, ``int8`` quantized by ``matmul_int8`` and ``kept``
+    scoped out (float); and two products the int8 matmul must not take: ``probabilities``
+    (torchao's ``matmul`` spec: uint8 with zero point 0 on both sides) and ``weighted``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.int8, self.kept = ActivationProduct(), ActivationProduct()
+        self.probabilities, self.weighted = Probabilities(), Weighted()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(m(a, b) for m in (self.int8, self.kept, self.probabilities, self.weighted))
+
+
 def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     """``matmul_int8``'s operands on a VNNI target: the compiled product is the integer
     product of the codes (torch's own quantize) times the two scales, to the bit, one
-    ``_int_mm`` per matrix. Codes near 127 on both sides, which oneDNN's kernels without
+    ``_int_mm`` per matrix; the same product scoped out of quantization stays float. Codes
+    near 127 on both sides, which oneDNN's kernels without
     VNNI saturate: on such a CPU that route is off by far (checked there instead), which
     is why the avx2 route keeps these matmuls in float (the attention test below)."""
+    from qinductor_x86.quantizer.x86_inductor_quantizer import (
+        get_default_x86_inductor_quantization_config,
+    )
+
     gen = torch.Generator().manual_seed(0)
     a, b = (0.5 + 0.5 * torch.rand(2, 4, 16, 32, generator=gen) for _ in range(2))
+    quantizer = qcore.get_quantizer("x86").enable("matmul_int8").set_module_name_qconfig("kept", None)
+    quantizer.set_module_name_qconfig("probabilities", get_default_x86_inductor_quantization_config())
     with qcore.host.targeting("avx512_vnni"):  # (for avx2 the row quantizes nothing)
-        converted = zoo.quantize(ActivationProduct(), (a, b), qcore.get_quantizer("x86").enable("matmul_int8"))
+        converted = zoo.quantize(Products(), (a, b), quantizer)
     result = zoo.lower(converted, (a, b), target="avx512_vnni")
+    int8 = result.output[0]
+    # the rest run in float, as their eager models do
+    for compiled, eager in zip(result.output[1:], result.eager[1:], strict=True):
+        assert torch.allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+    # probabilities' two operands: torchao's spec; the weight is no activation's codes
+    assert len([n for n in result.report.left_in_float if "not symmetric int8" in n.reason]) == 2
 
     quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
-    # (b's quantize reads its transpose: quantizing commutes with it)
-    qparams = {_placeholder(n.args[0]): n.args[1:] for n in converted.graph.nodes if n.target is quantize}
+    # the int8 product's: b's quantize reads its transpose (quantizing commutes with it)
+    qparams = {
+        _placeholder(n.args[0]): n.args[1:]
+        for n in converted.graph.nodes
+        if n.target is quantize and n.args[5] is torch.int8 and _placeholder(n.args[0], through_softmax=False)
+    }
     codes = [quantize(x, *qparams[name]) for x, name in zip((a, b), ("a", "b"), strict=True)]
     assert all(c.dtype is torch.int8 and c.max() == 127 for c in codes)
     exact = torch.matmul(codes[0].long(), codes[1].long().transpose(-2, -1)).float()
@@ -161,9 +211,9 @@ def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     lowered = {name: n for name, n in result.report.lowered.items() if "matmul" in name}
     assert len(calls) == 2 * 4 and lowered == {"matmul of two int8 activations": 1}
     if qcore.host.probe().saturates_u8s8:
-        assert not torch.allclose(result.output, exact, rtol=1e-2)
+        assert not torch.allclose(int8, exact, rtol=1e-2)
     else:
-        assert torch.equal(result.output, exact)
+        assert torch.equal(int8, exact)
 
 
 def test_a_symbolic_batch_keeps_attentions_int8_operands_in_float_and_says_why() -> None:
@@ -190,8 +240,12 @@ def test_a_symbolic_batch_keeps_attentions_int8_operands_in_float_and_says_why()
     assert torch.allclose(output, eager, rtol=1e-5, atol=1e-6)
 
 
-def _placeholder(node: Any) -> str:
+def _placeholder(node: Any, through_softmax: bool = True) -> str:
+    """The graph input ``node`` computes (through its first arguments), or "" where the
+    way passes a softmax and ``through_softmax`` is off."""
     while node.op != "placeholder":
+        if not through_softmax and "softmax" in str(node.target):
+            return ""
         node = node.args[0]
     return str(node.name)
 

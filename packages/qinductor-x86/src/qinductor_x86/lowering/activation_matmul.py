@@ -2,7 +2,7 @@
 matmuls.
 
 The x86 quantizer's opt-in ``matmul_int8`` row quantizes both operands of a matmul to
-symmetric int8 codes (zero point 0; 128 once re-based to uint8 for oneDNN, ``signed``).
+symmetric int8 codes (zero point 0; 128 once ``signed`` re-based them to uint8 for oneDNN).
 Inductor's graph then holds ``bmm(dequantize(a), dequantize(b))``, each operand through
 views, a broadcast and a copy. This pass replays
 those ops on the int8 codes and computes the product with torch's ``_int_mm``, one call per
@@ -45,7 +45,7 @@ from qinductor_x86.lowering.context import CompileContext, val
 #: The float matmuls of two tensors in Inductor's graph (a 3-D or 4-D matmul is a bmm).
 MATMULS = frozenset({ops.aten.bmm.default, ops.aten.mm.default})
 #: What sits between a dequantize and the matmul that reads it: value-moving ops only.
-BETWEEN = ops.TO_COMPUTE - {ops.CONVERT}
+BETWEEN = frozenset(op for op in ops.TO_COMPUTE if op is not ops.CONVERT)
 INT_MM = ops.aten._int_mm.default
 #: uint8 codes with zero point 128 are int8 codes with their top bit flipped.
 FLIP = 128
@@ -123,28 +123,28 @@ def _dequantized(ctx: CompileContext, operand: object) -> Operand | None:
 
 
 def _offset(dequantize: Node, *, left: bool) -> int | None:
-    """What the int8 codes :func:`_replay` gives lack of the values' codes: 0 for
-    symmetric int8 (zero point 0, or 128 once ``signed`` re-based them to uint8), 128 for
-    uint8 codes with zero point 0 on the left (a softmax's probabilities); None for any
-    other zero point, whose corrections would reach every row."""
-    codes, zero_point = val(dequantize.args[0]), dequantize.args[2]
-    if codes is None or not isinstance(zero_point, int):
+    """What the int8 codes :func:`_replay` gives lack of the values' codes (uint8 here:
+    ``signed`` re-based every int8 activation before): 0 for symmetric int8 codes (zero
+    point 128 once re-based), 128 for zero point 0 on the left (a softmax's
+    probabilities); None for any other zero point, whose corrections would reach every
+    row."""
+    zero_point = dequantize.args[2]
+    if not isinstance(zero_point, int):  # (run-time qparams)
         return None
-    if (codes.dtype, zero_point) in ((torch.int8, 0), (torch.uint8, FLIP)):
+    if zero_point == FLIP:
         return 0
-    return FLIP if left and (codes.dtype, zero_point) == (torch.uint8, 0) else None
+    return FLIP if left and zero_point == 0 else None
 
 
 def _replay(ctx: CompileContext, dequantize: Node, chain: Sequence[Node]) -> Node:
     """The int8 codes ``dequantize`` reads, through the ops of ``chain`` in graph order."""
     node = dequantize.args[0]
     assert isinstance(node, Node)
-    if val(node).dtype == torch.uint8:
-        # u - 128 as int8 is u with its top bit flipped (whatever the zero point): one
-        # vectorized op Inductor fuses into the codes' producer (an int16 subtraction made
-        # that loop scalar)
-        flipped = ctx.call(ops.aten.bitwise_xor.Scalar, (node, FLIP))
-        node = ctx.call(ops.aten.view.dtype, (flipped, torch.int8))
+    # u - 128 as int8 is u with its top bit flipped (whatever the zero point): one
+    # vectorized op Inductor fuses into the codes' producer (an int16 subtraction made
+    # that loop scalar)
+    flipped = ctx.call(ops.aten.bitwise_xor.Scalar, (node, FLIP))
+    node = ctx.call(ops.aten.view.dtype, (flipped, torch.int8))
     for op in reversed(chain):
         node = ctx.call(op.target, (node, *op.args[1:]), dict(op.kwargs))
     return node
