@@ -9,6 +9,7 @@ Importing this module registers nothing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -131,13 +132,7 @@ def _replace_sdpa(gm: GraphModule, sdpa: Node, given: dict[str, Any]) -> None:
     mask = given["attn_mask"]
     scale = given["scale"] if given["scale"] is not None else _fake(q).shape[-1] ** -0.5
     graph = gm.graph
-
-    def call(op: Any, *args: Any) -> Node:
-        node = graph.call_function(op, args)
-        node.meta = {key: value for key, value in sdpa.meta.items() if key != "val"}
-        node.meta["val"] = op(*(_fake(a) for a in args))
-        return node
-
+    call = functools.partial(_call_like, sdpa)
     with graph.inserting_before(sdpa):
         scores = call(aten.mul.Tensor, call(aten.matmul.default, q, call(aten.transpose.int, k, -2, -1)), scale)
         if isinstance(mask, Node) and _fake(mask).dtype == torch.bool:
@@ -215,13 +210,7 @@ def _replace_conv3d(gm: GraphModule, conv: Node) -> None:
     else:
         pads = [(p, p) for p in _triple(0 if padding == "valid" else padding)]
     graph = gm.graph
-
-    def call(op: Any, *args: Any) -> Node:
-        node = graph.call_function(op, args)
-        node.meta = {k: v for k, v in conv.meta.items() if k != "val"}
-        node.meta["val"] = op(*(_fake(a) for a in args))
-        return node
-
+    call = functools.partial(_call_like, conv)
     with graph.inserting_before(conv):
         flat = [p for before_after in reversed(pads) for p in before_after]  # W, H, D
         padded = call(aten.constant_pad_nd.default, x, flat, 0.0) if any(flat) else x
@@ -250,6 +239,15 @@ def _replace_conv3d(gm: GraphModule, conv: Node) -> None:
         result = call(aten.permute.default, unstacked, [0, 2, 1, 3, 4])
     conv.replace_all_uses_with(result)
     graph.erase_node(conv)
+
+
+def _call_like(replaced: Node, op: Any, *args: Any) -> Node:
+    """A call of ``op`` at the graph's insert point, with ``replaced``'s metadata (its module
+    scope) and the value export would have recorded for it."""
+    node = replaced.graph.call_function(op, args)
+    node.meta = {key: value for key, value in replaced.meta.items() if key != "val"}
+    node.meta["val"] = op(*(_fake(a) for a in args))
+    return node
 
 
 def _fake(arg: Any) -> Any:
