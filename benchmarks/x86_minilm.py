@@ -2,7 +2,7 @@
 this project's x86 quantizer and lowering, static and dynamic, with the attention matmuls
 in float (the default), with their operands quantized as torchao does (``enable("matmul")``,
 computed in float), and as symmetric int8 run as int8 matmuls (``enable("matmul_int8")``,
-which also spells out the model's scaled-dot-product attention); torchao 0.18's quantizer cannot
+static and dynamic, which also spells out the model's scaled-dot-product attention); torchao 0.18's quantizer cannot
 take the model (it raises annotating BERT, ``tests/test_transformers_flows.py``).
 
 Sentences of VADER's words, ``--batch`` of them at ``--tokens`` tokens, every token
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from x86_int8 import interleaved_times
 
-VARIANTS = ("static", "static, int8 matmuls", "static, matmul_int8", "dynamic")
+VARIANTS = ("static", "static, int8 matmuls", "static, matmul_int8", "dynamic", "dynamic, matmul_int8")
 FP32 = "fp32 inductor"
 
 
@@ -50,7 +50,7 @@ def _inputs(tokenizer: Any, words: list[str], batch: int, tokens: int, seed: int
 def _quantizer(variant: str) -> Any:
     import qcore
 
-    quantizer = qcore.get_quantizer("x86", is_dynamic=variant == "dynamic")
+    quantizer = qcore.get_quantizer("x86", is_dynamic=variant.startswith("dynamic"))
     if variant.endswith("matmul_int8"):
         return quantizer.enable("matmul_int8")
     return quantizer.enable("matmul") if "matmul" in variant else quantizer

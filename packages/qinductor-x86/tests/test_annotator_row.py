@@ -163,3 +163,24 @@ def test_matmul_int8_quantizes_both_operands_as_symmetric_int8_and_matmul_keeps_
     # a scoped config runs every opt-in row of its operator: matmul, first, takes it
     scoped = X86InductorQuantizer().set_function_type_qconfig(torch.matmul, config()).enable("matmul_int8")
     assert matmul_operand_codes(scoped) == torchaos
+
+
+def test_matmul_int8_under_a_dynamic_config_chooses_symmetric_qparams_at_run_time() -> None:
+    """Dynamic matmul_int8: a, b and b's transpose take torch's symmetric int8 qparams at
+    run time; the probabilities, uint8 ones."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gen = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(2, 4, 8, generator=gen), torch.randn(2, 4, 8, generator=gen))
+    quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=True))
+    quantizer.enable("matmul_int8")
+    prepared = prepare_pt2e(torch.export.export(Product(), inputs).module(), quantizer)
+    prepared(*inputs)
+    qd = torch.ops.quantized_decomposed
+    chosen = [
+        (n.target, n.args[1:3], n.args[4])
+        for n in convert_pt2e(prepared).graph.nodes
+        if n.target in (qd.choose_qparams.tensor, qd.choose_qparams_symmetric.tensor)
+    ]
+    symmetric = (qd.choose_qparams_symmetric.tensor, (-127, 127), torch.int8)
+    assert chosen == [symmetric] * 3 + [(qd.choose_qparams.tensor, (0, 255), torch.uint8)]

@@ -157,27 +157,69 @@ class Weighted(torch.nn.Module):
         return torch.matmul(a, self.w)
 
 
+class Attended(torch.nn.Module):
+    """Probabilities times values: a softmax's output on the left, the right symmetric."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a.softmax(-1), b.transpose(-2, -1))
+
+
 class Products(torch.nn.Module):
     """The product of two activations, ``int8`` quantized by ``matmul_int8`` and ``kept``
-    scoped out (float); and two products the int8 matmul must not take: ``probabilities``
-    (torchao's ``matmul`` spec: uint8 with zero point 0 on both sides) and ``weighted``."""
+    scoped out (float); ``attended``, whose left zero point :func:`_shift_left` moves off
+    0; and two products the int8 matmul must not take: ``probabilities`` (torchao's
+    ``matmul`` spec: uint8 with zero point 0 on both sides) and ``weighted``."""
 
     def __init__(self) -> None:
         super().__init__()
         self.int8, self.kept = ActivationProduct(), ActivationProduct()
-        self.probabilities, self.weighted = Probabilities(), Weighted()
+        self.attended, self.probabilities, self.weighted = Attended(), Probabilities(), Weighted()
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(m(a, b) for m in (self.int8, self.kept, self.probabilities, self.weighted))
+        modules = (self.int8, self.kept, self.attended, self.probabilities, self.weighted)
+        return tuple(m(a, b) for m in modules)
+
+
+#: ``_shift_left``'s shift of ``attended``'s probabilities, and their zero point after it.
+SHIFT, SHIFTED_ZERO_POINT = 0.03, 64
+
+
+def _shift_left(converted: Any) -> Any:
+    """``attended``'s left operand shifted by ``-SHIFT`` before its quantize (and, with
+    static qparams, its zero point set to ``SHIFTED_ZERO_POINT``): a left zero point no
+    annotation gives (a softmax's is 0), which the lowering must take all the same."""
+    graph = converted.graph
+    softmax = next(
+        n for n in graph.nodes if "softmax" in str(n.target) and "attended" in str(n.meta.get("nn_module_stack"))
+    )
+    quantizes = [n for n in softmax.users if "quantize" in str(n.target) or "choose_qparams" in str(n.target)]
+    assert quantizes, "no quantize of attended's probabilities"
+    for node in quantizes:
+        with graph.inserting_before(node):
+            shifted = graph.call_function(torch.ops.aten.sub.Tensor, (node.args[0], SHIFT))
+        node.replace_input_with(node.args[0], shifted)
+        if node.target is torch.ops.quantized_decomposed.quantize_per_tensor.default:
+            for reader in (node, *node.users):
+                reader.args = (*reader.args[:2], SHIFTED_ZERO_POINT, *reader.args[3:])
+    converted.recompile()
+    return converted
+
+
+def _int8_reference(left: torch.Tensor, right: torch.Tensor, scale: float) -> torch.Tensor:
+    """The integer product of two operands' codes (zero points taken off), times
+    ``scale`` rounded once to fp32."""
+    exact = torch.matmul(left.long(), right.long().transpose(-2, -1)).float()
+    return exact * torch.tensor(scale, dtype=torch.float32)
 
 
 def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     """``matmul_int8``'s operands on a VNNI target: the compiled product is the integer
     product of the codes (torch's own quantize) times the two scales, to the bit, one
-    ``_int_mm`` per matrix; the same product scoped out of quantization stays float. Codes
-    near 127 on both sides, which oneDNN's kernels without
-    VNNI saturate: on such a CPU that route is off by far (checked there instead), which
-    is why the avx2 route keeps these matmuls in float (the attention test below)."""
+    ``_int_mm`` per matrix; also with a left zero point of 64 (``attended``); the same
+    product scoped out of quantization stays float. Codes near 127 on both sides, which
+    oneDNN's kernels without VNNI saturate: on such a CPU that route is off by far
+    (checked there instead), which is why the avx2 route keeps these matmuls in float (the
+    attention test below)."""
     from qinductor_x86.quantizer.x86_inductor_quantizer import (
         get_default_x86_inductor_quantization_config,
     )
@@ -187,17 +229,18 @@ def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     quantizer = qcore.get_quantizer("x86").enable("matmul_int8").set_module_name_qconfig("kept", None)
     quantizer.set_module_name_qconfig("probabilities", get_default_x86_inductor_quantization_config())
     with qcore.host.targeting("avx512_vnni"):  # (for avx2 the row quantizes nothing)
-        converted = zoo.quantize(Products(), (a, b), quantizer)
+        converted = _shift_left(zoo.quantize(Products(), (a, b), quantizer))
     result = zoo.lower(converted, (a, b), target="avx512_vnni")
-    int8 = result.output[0]
+    int8, _, attended = result.output[:3]
     # the rest run in float, as their eager models do
-    for compiled, eager in zip(result.output[1:], result.eager[1:], strict=True):
+    for compiled, eager in zip(result.output[3:], result.eager[3:], strict=True):
         assert torch.allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(result.output[1], result.eager[1], rtol=1e-5, atol=1e-6)
     # probabilities' two operands: torchao's spec; the weight is no activation's codes
     assert len([n for n in result.report.left_in_float if "not symmetric int8" in n.reason]) == 2
 
     quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
-    # the int8 product's: b's quantize reads its transpose (quantizing commutes with it)
+    # b's quantize reads its transpose (quantizing commutes with it)
     qparams = {
         _placeholder(n.args[0]): n.args[1:]
         for n in converted.graph.nodes
@@ -205,15 +248,69 @@ def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     }
     codes = [quantize(x, *qparams[name]) for x, name in zip((a, b), ("a", "b"), strict=True)]
     assert all(c.dtype is torch.int8 and c.max() == 127 for c in codes)
-    exact = torch.matmul(codes[0].long(), codes[1].long().transpose(-2, -1)).float()
-    exact *= torch.tensor(qparams["a"][0] * qparams["b"][0], dtype=torch.float32)
+    exact = _int8_reference(codes[0], codes[1], qparams["a"][0] * qparams["b"][0])
+    p_scale = next(float(n.args[1]) for n in converted.graph.nodes if n.target is quantize and n.args[2] == SHIFTED_ZERO_POINT)
+    p_codes = quantize(a.softmax(-1) - SHIFT, p_scale, SHIFTED_ZERO_POINT, 0, 255, torch.uint8)
+    assert 0 < p_codes.min() < SHIFTED_ZERO_POINT < p_codes.max() < 255  # (none clamped)
+    shifted = _int8_reference(p_codes.long() - SHIFTED_ZERO_POINT, codes[1], p_scale * qparams["b"][0])
     calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
     lowered = {name: n for name, n in result.report.lowered.items() if "matmul" in name}
-    assert len(calls) == 2 * 4 and lowered == {"matmul of two int8 activations": 1}
+    assert len(calls) == 2 * 2 * 4 and lowered == {"matmul of two int8 activations": 2}
     if qcore.host.probe().saturates_u8s8:
         assert not torch.allclose(int8, exact, rtol=1e-2)
     else:
-        assert torch.equal(int8, exact)
+        assert torch.equal(int8, exact) and torch.equal(attended, shifted)
+
+
+def test_dynamic_int8_matmuls_are_the_exact_integer_products_of_run_time_codes() -> None:
+    """Dynamic ``matmul_int8`` on a VNNI target: the qparams computed at run time, each
+    product is the integer product of the codes of torch's own dynamic quantize (its
+    ``choose_qparams``) times the two scales, to the bit; also with a left zero point
+    computed at run time (``attended`` shifted: 30); torchao's asymmetric spec stays
+    float, and the report says why. On a saturating CPU the first product must be off by
+    far instead (see the static test above)."""
+    from qinductor_x86.quantizer.config import EPS as eps
+    from qinductor_x86.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = (0.5 + 0.5 * torch.rand(2, 4, 16, 32, generator=gen) for _ in range(2))
+    quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=True))
+    quantizer.enable("matmul_int8").set_module_name_qconfig("kept", None).set_module_name_qconfig("weighted", None)
+    quantizer.set_module_name_qconfig("probabilities", get_default_x86_inductor_quantization_config(is_dynamic=True))
+    with qcore.host.targeting("avx512_vnni"):
+        converted = _shift_left(zoo.quantize(Products(), (a, b), quantizer))
+    result = zoo.lower(converted, (a, b), target="avx512_vnni")
+    # probabilities' two operands (torchao's spec)
+    assert len([n for n in result.report.left_in_float if "not symmetric int8" in n.reason]) == 2
+
+    qd = torch.ops.quantized_decomposed
+
+    def codes(x: torch.Tensor, symmetric: bool) -> tuple[torch.Tensor, float]:
+        if symmetric:
+            scale, zero_point = qd.choose_qparams_symmetric.tensor(x, -127, 127, eps, torch.int8)
+            return qd.quantize_per_tensor.tensor(x, scale, zero_point, -127, 127, torch.int8), float(scale)
+        scale, zero_point = qd.choose_qparams.tensor(x, 0, 255, eps, torch.uint8)
+        assert zero_point.item() not in (0, 128)  # (the shift's point: no special case)
+        quantized = qd.quantize_per_tensor.tensor(x, scale, zero_point, 0, 255, torch.uint8)
+        return quantized.long() - zero_point, float(scale)
+
+    (qa, sa), (qb, sb) = codes(a, True), codes(b.transpose(-2, -1), True)
+    # (shifted values on both sides of 0: where the range holds 0 already, Inductor's own
+    # decomposition of choose_qparams, which leaves 0 out, chooses the eager op's qparams)
+    shifted = a.softmax(-1) - SHIFT
+    assert shifted.min() < 0 < shifted.max()
+    qp, sp = codes(shifted, False)
+    qb = qb.transpose(-2, -1)
+    exact = _int8_reference(qa, qb, sa * sb), _int8_reference(qp, qb, sp * sb)
+    calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
+    assert len(calls) == 2 * 2 * 4 and result.count("matmul of two int8 activations") == 2
+    if qcore.host.probe().saturates_u8s8:  # (codes near 127 on both sides: saturated)
+        assert not torch.allclose(result.output[0], exact[0], rtol=1e-2)
+    else:
+        assert torch.equal(result.output[0], exact[0]) and torch.equal(result.output[2], exact[1])
 
 
 def test_a_symbolic_batch_keeps_attentions_int8_operands_in_float_and_says_why() -> None:

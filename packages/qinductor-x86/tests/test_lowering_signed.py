@@ -161,7 +161,7 @@ def _sequence() -> tuple[torch.Tensor]:
     return (zoo.example(2, 6, 32, seed=3),)
 
 
-TWO_ACTIVATIONS = "stays in float: its operands are not symmetric int8 (zero point 0)"
+TWO_ACTIVATIONS = "stays in float: its right operand is not symmetric int8 (zero point 0)"
 CASES = {
     "pool, cat and flatten (a CNN), avx2": Case(zoo.PoolCat, lambda: (zoo.example(2, 4, 16, 16),), "avx2", 4),
     "encoder layer (gelu), avx2": Case(zoo.EncoderLayer, _sequence, "avx2", 6, (TWO_ACTIVATIONS,), True),

@@ -22,19 +22,26 @@ keeps it exact, but oneDNN's AVX2 int8 matmuls then ran the BERT-style layer 1.2
 slower than float attention (``benchmarks/README.md``): there the matmuls stay in float,
 and the report says why.
 
-The left operand may also be uint8 codes with zero point 0 (the row's spec for a softmax's
-probabilities: all 8 bits for values in [0, 1]): flipped to int8 they lack 128 each, so the
-product gains 128 times the right operand's column sums, one small reduction added into
-whatever reads the product. Other zero points (torchao's ``matmul`` annotation) would need
-corrections of every row and column, which cost more than the float matmul they replace
-(``benchmarks/README.md``), and a batch of symbolic size cannot be unrolled: both stay in
+The left operand may have any zero point ``z`` (the row gives a softmax's probabilities
+uint8 codes with zero point 0: all 8 bits for values in [0, 1]): flipped to int8 its codes
+lack ``128 - z`` each, so the product gains ``128 - z`` times the right operand's column
+sums, one small reduction added into whatever reads the product. The right operand must be
+symmetric: another zero point there (torchao's ``matmul`` annotation) would need
+corrections of every row, which cost more than the float matmul they replace
+(``benchmarks/README.md``). A batch of symbolic size cannot be unrolled. Both stay in
 float, and the report says why.
+
+Dynamic quantization computes the qparams at run time: the scales then multiply in the
+graph, the left zero point is a tensor, and the right operand is symmetric where its zero
+point is torch's symmetric int8 ``choose_qparams``' (always 0; 128 once re-based).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch.fx import Node
@@ -52,7 +59,7 @@ FLIP = 128
 
 LOWERED = "matmul of two int8 activations"
 ASYMMETRIC = (
-    "its operands are not symmetric int8 (zero point 0): only the matmul_int8 row's "
+    "its right operand is not symmetric int8 (zero point 0): only the matmul_int8 row's "
     "annotation runs as an int8 matmul"
 )
 SYMBOLIC_BATCH = "its batch size is symbolic (one int8 matmul per matrix needs a fixed count)"
@@ -66,15 +73,15 @@ Operand = tuple[Node, list[Node]]
 
 
 def lower(ctx: CompileContext) -> int:
-    """Rewrite every float matmul of two dequantized int8 activations :func:`_offset`
-    takes; how many int8 matmul calls that made (one per matrix of a batch)."""
+    """Rewrite every float matmul of two dequantized int8 activations whose right operand
+    is symmetric (:func:`_symmetric`); how many int8 matmul calls that made (one per
+    matrix of a batch)."""
     lowered = calls = 0
     for matmul in [n for n in ctx.graph.nodes if n.target in MATMULS]:
         left, right = (_dequantized(ctx, operand) for operand in matmul.args[:2])
         if left is None or right is None:
             continue
-        offset, right_offset = _offset(left[0], left=True), _offset(right[0], left=False)
-        if offset is None or right_offset is None:
+        if not _symmetric(right[0]):
             ctx.decline(matmul, ASYMMETRIC)
             continue
         shape = val(matmul).shape
@@ -87,14 +94,14 @@ def lower(ctx: CompileContext) -> int:
         with ctx.graph.inserting_before(matmul):
             b = _replay(ctx, *right)
             product = _int8_product(ctx, _replay(ctx, *left), b)
-            if offset:  # a = a8 + offset: the product gains offset x b's column sums
+            offset = _offset(ctx, left[0].args[2])
+            if offset != 0:  # a = a8 + offset: the product gains offset x b's column sums
                 wide = ctx.call(ops.CONVERT, (b, torch.int32))
                 sums = ctx.call(ops.aten.sum.dim_IntList, (wide, [-2], True))
                 correction = ctx.call(ops.aten.mul.Tensor, (sums, offset))
                 product = ctx.call(ops.aten.add.Tensor, (product, correction))
             as_float = ctx.call(ops.CONVERT, (product, torch.float32))
-            scale = float(left[0].args[1]) * float(right[0].args[1])  # type: ignore[arg-type]
-            scaled = ctx.call(ops.aten.mul.Tensor, (as_float, scale))
+            scaled = ctx.call(ops.aten.mul.Tensor, (as_float, _scale(ctx, left[0].args[1], right[0].args[1])))
         matmul.replace_all_uses_with(scaled)
         ctx.graph.erase_node(matmul)
         ctx.record(LOWERED)
@@ -106,7 +113,7 @@ def lower(ctx: CompileContext) -> int:
 def _dequantized(ctx: CompileContext, operand: object) -> Operand | None:
     """The per-tensor dequantize of activation codes that ``operand`` reads through
     value-moving ops, and those ops; None where it reads anything else (a weight, a float
-    value, run-time qparams)."""
+    value)."""
     chain: list[Node] = []
     node = operand
     while isinstance(node, Node) and node.target in BETWEEN:
@@ -114,26 +121,49 @@ def _dequantized(ctx: CompileContext, operand: object) -> Operand | None:
         node = node.args[0]
     if not (
         isinstance(node, Node)
-        and node.target == ops.DEQUANTIZE[0]
-        and len(node.all_input_nodes) == 1
+        and node.target in ops.DEQUANTIZE
+        and isinstance(node.args[0], Node)
         and ctx.constant(node.args[0]) is None
     ):
         return None
     return node, chain
 
 
-def _offset(dequantize: Node, *, left: bool) -> int | None:
-    """What the int8 codes :func:`_replay` gives lack of the values' codes (uint8 here:
-    ``signed`` re-based every int8 activation before): 0 for symmetric int8 codes (zero
-    point 128 once re-based), 128 for zero point 0 on the left (a softmax's
-    probabilities); None for any other zero point, whose corrections would reach every
-    row."""
+def _symmetric(dequantize: Node) -> bool:
+    """Whether the codes :func:`_replay` gives are the values' codes: uint8 codes with
+    zero point 128 (``signed`` re-based every int8 activation before), given, or at run
+    time 128 plus the zero point of torch's symmetric int8 ``choose_qparams``, which is
+    always 0."""
     zero_point = dequantize.args[2]
-    if not isinstance(zero_point, int):  # (run-time qparams)
-        return None
-    if zero_point == FLIP:
-        return 0
-    return FLIP if left and zero_point == 0 else None
+    if not isinstance(zero_point, Node):
+        return bool(zero_point == FLIP)
+    chosen = zero_point.args[0]
+    return bool(
+        zero_point.target is ops.aten.add.Tensor
+        and zero_point.args[1] == FLIP
+        and isinstance(chosen, Node)
+        and chosen.target is operator.getitem
+        and chosen.args[1] == 1
+        and isinstance(chosen.args[0], Node)
+        and chosen.args[0].target is ops.CHOOSE_SYMMETRIC
+        and chosen.args[0].args[4] is torch.int8
+    )
+
+
+def _offset(ctx: CompileContext, zero_point: object) -> int | Node:
+    """What the int8 codes :func:`_replay` gives lack of the values' codes, ``128 - z``
+    for zero point ``z``: in the graph where ``z`` is computed at run time."""
+    if isinstance(zero_point, Node):
+        return ctx.call(ops.aten.add.Tensor, (ctx.call(ops.aten.neg.default, (zero_point,)), FLIP))
+    return FLIP - cast(int, zero_point)
+
+
+def _scale(ctx: CompileContext, left: object, right: object) -> float | Node:
+    """The product's scale, ``sa * sb`` rounded once to fp32: in the graph where the
+    scales are run-time tensors (float64, as dynamic quantization computes them)."""
+    if isinstance(left, Node):  # (one config quantizes both operands: both or neither)
+        return ctx.call(ops.CONVERT, (ctx.call(ops.aten.mul.Tensor, (left, right)), torch.float32))
+    return float(left) * float(right)  # type: ignore[arg-type]
 
 
 def _replay(ctx: CompileContext, dequantize: Node, chain: Sequence[Node]) -> Node:

@@ -16,6 +16,8 @@ qd = private.quantized_decomposed_ops()
 QUANTIZE = (qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor)
 DEQUANTIZE = (qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor)
 DEQUANTIZE_PER_CHANNEL = qd.dequantize_per_channel.default
+#: Dynamic quantization's symmetric qparams of an activation, computed at run time.
+CHOOSE_SYMMETRIC = qd.choose_qparams_symmetric.tensor
 #: Every quantize / dequantize a PT2E graph can hold: what report() accounts for.
 Q_DQ = frozenset(
     (*QUANTIZE, *DEQUANTIZE, DEQUANTIZE_PER_CHANNEL, qd.quantize_per_channel.default)

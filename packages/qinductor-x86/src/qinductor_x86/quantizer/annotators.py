@@ -449,6 +449,7 @@ X86_ANNOTATORS: tuple[X86Annotator, ...] = (
     X86Annotator(
         "matmul_int8",
         annotate_matmul_int8,
+        dynamic=True,
         ops=frozenset({aten.matmul.default}),
         # after "matmul": a scoped config that runs both keeps torchao's annotation
         opt_in=True,
