@@ -36,9 +36,9 @@ to its own eager converted model; a timed call that compiles anything anew (so w
 other code than the code read) stops the run. The run fails (exit 1) when the default is
 slower than ``--regression`` (1.0) x torchao's latency on either kind of CPU: when more
 rounds ran slower than that than a level pair of flows would give one time in a hundred
-(a sign test on the rounds' ratios; :func:`slower_than`); where the rules quantize one
-model (a VNNI target), a round's default latency is the median of its three compiles
-(:func:`default_rounds`).
+(a sign test on the rounds' ratios; :func:`slower_than`); where several rules quantize one
+model (all three on a VNNI target), a round's default latency is the median of their
+compiles (:func:`default_rounds`).
 
     python benchmarks/x86_int8.py                       # both kinds, all workloads
     python benchmarks/x86_int8.py --kinds avx2 --workloads mlp bert --threads 1
@@ -205,8 +205,9 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
         peak = _int8_gemm_peak(theirs, runs, warmup)
 
         lowering = qcore.get_lowering("x86")
+        quantized: dict[str, Any] = {}
         for rule in RULES:
-            ours = _quantize(model, x, qcore.get_quantizer("x86", weight_rule=rule), batches)
+            ours = quantized[f"ours, {rule}"] = _quantize(model, x, qcore.get_quantizer("x86", weight_rule=rule), batches)
             with lowering:
                 output, timed[f"ours, {rule}"], code = _compiled(ours, x)
             info[f"ours, {rule}"] = _accuracy(reference, ours(x), output, code, single=single, sqnr=sqnr)
@@ -227,7 +228,9 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
             for v, t in times.items()
         },
         # each round's ratio of the default, for the regression check's sign test
-        "default_rounds": default_rounds(times, one_model=not qcore.host.target().saturates_u8s8),
+        "default_rounds": default_rounds(
+            times, [v for v, model in quantized.items() if same_model(model, quantized[DEFAULT])]
+        ),
         "int8": info,
         "host": qcore.host.probe().describe(),
         "isa": torch.backends.cpu.get_cpu_capability(),
@@ -236,15 +239,32 @@ def run_workload(name: str, runs: int, warmup: int, threads: int) -> dict[str, A
     }
 
 
-def default_rounds(times: dict[str, list[float]], one_model: bool) -> list[float]:
-    """Each round's latency of the default over torchao's. Where the target does not
-    saturate (``one_model``), the three rules quantize one model and this lowering compiles
-    it three times; two compiles of one model can run 2 % apart for a whole run (memory
-    placement, not the rules), so the default's latency in a round is the median of the
-    three compiles' there."""
-    ours = [f"ours, {rule}" for rule in RULES] if one_model else [DEFAULT]
-    per_round = zip(*(times[v] for v in ours), strict=True)
+def default_rounds(times: dict[str, list[float]], same_model: list[str]) -> list[float]:
+    """Each round's latency of the default over torchao's. ``same_model``: the variants
+    whose rule quantized the default's model (all three on a VNNI target; on a CPU without
+    VNNI, those whose choices came out the same for this model). Two compiles of one
+    model can run 2 % apart for a whole run (memory placement, not the rules), so the
+    default's latency in a round is the median of those compiles' there."""
+    per_round = zip(*(times[v] for v in same_model), strict=True)
     return [statistics.median(calls) / theirs for calls, theirs in zip(per_round, times[TORCHAO], strict=True)]
+
+
+def same_model(a: Any, b: Any) -> bool:
+    """Whether two converted models are one: the same graph, with equal constants."""
+    import torch
+
+    def constants(gm: Any) -> list[Any]:
+        return [_attribute(gm, str(n.target)) for n in gm.graph.nodes if n.op == "get_attr"]
+
+    if str(a.graph) != str(b.graph):
+        return False
+    return all(torch.equal(x, y) for x, y in zip(constants(a), constants(b), strict=True))
+
+
+def _attribute(gm: Any, target: str) -> Any:
+    for part in target.split("."):
+        gm = getattr(gm, part)
+    return gm
 
 
 def _emulated() -> bool:

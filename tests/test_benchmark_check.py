@@ -62,12 +62,33 @@ def test_the_check_reads_the_defaults_rounds(bench: ModuleType) -> None:
 
 def test_one_model_compiled_three_times_is_judged_by_its_median_compile(bench: ModuleType) -> None:
     """Where the rules quantize one model (a VNNI target), a round's default latency is the
-    median of its three compiles; elsewhere the default's own."""
+    median of its compiles; where only some do, of theirs; elsewhere the default's own."""
     times = {
         bench.TORCHAO: [10.0, 10.0],
         "ours, budgeted": [10.2, 9.0],  # the default: one slow compile, then one fast
         "ours, never_overflow": [9.9, 10.5],
         "ours, per_layer": [9.8, 10.1],
     }
-    assert bench.default_rounds(times, one_model=True) == pytest.approx([0.99, 1.01])
-    assert bench.default_rounds(times, one_model=False) == pytest.approx([1.02, 0.9])
+    assert bench.default_rounds(times, list(times)[1:]) == pytest.approx([0.99, 1.01])
+    assert bench.default_rounds(times, list(times)[1:3]) == pytest.approx([1.005, 0.975])
+    assert bench.default_rounds(times, [bench.DEFAULT]) == pytest.approx([1.02, 0.9])
+
+
+def test_two_models_are_one_when_graph_and_constants_agree(bench: ModuleType) -> None:
+    import copy
+
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.scale
+
+    model = torch.fx.symbolic_trace(Scaled())
+    twin, other = copy.deepcopy(model), copy.deepcopy(model)
+    other.scale[0] = 2.0
+    assert bench.same_model(model, twin)
+    assert not bench.same_model(model, other)

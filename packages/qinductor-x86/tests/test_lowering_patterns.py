@@ -255,7 +255,8 @@ def test_int8_matmul_of_two_activations_is_the_exact_integer_product() -> None:
     shifted = _int8_reference(p_codes.long() - SHIFTED_ZERO_POINT, codes[1], p_scale * qparams["b"][0])
     calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
     lowered = {name: n for name, n in result.report.lowered.items() if "matmul" in name}
-    assert len(calls) == 2 * 2 * 4 and lowered == {"matmul of two int8 activations": 2}
+    corrected = "matmul of two int8 activations, plus 128 - z times the right operand's column sums"
+    assert len(calls) == 2 * 2 * 4 and lowered == {"matmul of two int8 activations": 1, corrected: 1}
     if qcore.host.probe().saturates_u8s8:
         assert not torch.allclose(int8, exact, rtol=1e-2)
     else:
@@ -307,6 +308,7 @@ def test_dynamic_int8_matmuls_are_the_exact_integer_products_of_run_time_codes()
     exact = _int8_reference(qa, qb, sa * sb), _int8_reference(qp, qb, sp * sb)
     calls = [line for line in result.code.splitlines() if "_int_mm(" in line and not zoo.SIZE_CHECK.search(line)]
     assert len(calls) == 2 * 2 * 4 and result.count("matmul of two int8 activations") == 2
+    assert result.count("column sums") == 1  # (attended's)
     if qcore.host.probe().saturates_u8s8:  # (codes near 127 on both sides: saturated)
         assert not torch.allclose(result.output[0], exact[0], rtol=1e-2)
     else:

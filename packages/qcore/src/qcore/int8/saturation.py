@@ -38,6 +38,7 @@ __all__ = [
     "range_cost_db",
     "RangeChoice",
     "choose_weight_ranges",
+    "codes_near_ties_up",
     "emulate_accumulators",
     "never_overflow_half_ranges",
     "weight_codes",
@@ -176,7 +177,7 @@ def never_overflow_half_ranges(
     limit = INT16_MAX // act_max
     amax = w.reshape(w.shape[0], -1).abs().amax(1)
     peak = _worst_pair_per_channel(w, 1).double()
-    safe_at_full = _worst_pair_per_channel(_codes_near_ties_up(w, full_half_range), act_max) <= INT16_MAX
+    safe_at_full = _worst_pair_per_channel(codes_near_ties_up(w, full_half_range), act_max) <= INT16_MAX
     bound = (limit - 0.5) * amax / peak.clamp(min=1e-300)
     # No pair of the bound's codes exceeds L: the largest same-sign pair is L - 0.5 codes
     # before rounding, the two roundings add at most 1 (weights near a tie rounded away
@@ -193,7 +194,7 @@ def never_overflow_half_ranges(
 _TIE_MARGIN = 1e-3
 
 
-def _codes_near_ties_up(weight: Tensor, half_ranges: Tensor | float) -> Tensor:
+def codes_near_ties_up(weight: Tensor, half_ranges: Tensor | float) -> Tensor:
     """:func:`weight_codes`, with every weight within :data:`_TIE_MARGIN` of a tie
     rounded away from zero (the largest codes any float32 quantize of it can give)."""
     import torch

@@ -58,6 +58,8 @@ INT_MM = ops.aten._int_mm.default
 FLIP = 128
 
 LOWERED = "matmul of two int8 activations"
+#: (a left zero point z: its codes flipped to int8 lack 128 - z each)
+CORRECTED = f"{LOWERED}, plus 128 - z times the right operand's column sums"
 ASYMMETRIC = (
     "its right operand is not symmetric int8 (zero point 0): only the matmul_int8 row's "
     "annotation runs as an int8 matmul"
@@ -76,7 +78,7 @@ def lower(ctx: CompileContext) -> int:
     """Rewrite every float matmul of two dequantized int8 activations whose right operand
     is symmetric (:func:`_symmetric`); how many int8 matmul calls that made (one per
     matrix of a batch)."""
-    lowered = calls = 0
+    calls = 0
     for matmul in [n for n in ctx.graph.nodes if n.target in MATMULS]:
         left, right = (_dequantized(ctx, operand) for operand in matmul.args[:2])
         if left is None or right is None:
@@ -94,18 +96,18 @@ def lower(ctx: CompileContext) -> int:
         with ctx.graph.inserting_before(matmul):
             b = _replay(ctx, *right)
             product = _int8_product(ctx, _replay(ctx, *left), b)
-            offset = _offset(ctx, left[0].args[2])
+            offset = 0 if _symmetric(left[0]) else _offset(ctx, left[0].args[2])
+            name = LOWERED
             if offset != 0:  # a = a8 + offset: the product gains offset x b's column sums
                 wide = ctx.call(ops.CONVERT, (b, torch.int32))
                 sums = ctx.call(ops.aten.sum.dim_IntList, (wide, [-2], True))
                 correction = ctx.call(ops.aten.mul.Tensor, (sums, offset))
-                product = ctx.call(ops.aten.add.Tensor, (product, correction))
+                product, name = ctx.call(ops.aten.add.Tensor, (product, correction)), CORRECTED
             as_float = ctx.call(ops.CONVERT, (product, torch.float32))
             scaled = ctx.call(ops.aten.mul.Tensor, (as_float, _scale(ctx, left[0].args[1], right[0].args[1])))
         matmul.replace_all_uses_with(scaled)
         ctx.graph.erase_node(matmul)
-        ctx.record(LOWERED)
-        lowered += 1
+        ctx.record(name)
         calls += math.prod(shape[:-2])
     return calls
 
@@ -130,10 +132,10 @@ def _dequantized(ctx: CompileContext, operand: object) -> Operand | None:
 
 
 def _symmetric(dequantize: Node) -> bool:
-    """Whether the codes :func:`_replay` gives are the values' codes: uint8 codes with
-    zero point 128 (``signed`` re-based every int8 activation before), given, or at run
-    time 128 plus the zero point of torch's symmetric int8 ``choose_qparams``, which is
-    always 0."""
+    """Whether the codes :func:`_replay` gives are the values' codes (nothing to correct):
+    uint8 codes with zero point 128 (``signed`` re-based every int8 activation before),
+    given, or at run time 128 plus the zero point of torch's symmetric int8
+    ``choose_qparams``, which is always 0."""
     zero_point = dequantize.args[2]
     if not isinstance(zero_point, Node):
         return bool(zero_point == FLIP)

@@ -20,6 +20,7 @@ from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e.quantizer import QuantizationConfig
 
 from qcore.int8 import cpu_profile as host
+from qcore.pt2e.annotation.channel_order import order_inputs_for_int16_pairs
 from qcore.pt2e.annotation.registry_quantizer import NodeFilter, RegistryQuantizer
 from qcore.pt2e.annotation.report import GLOBAL_PASS
 from qcore.pt2e.annotation.transforms import addmm_to_linear, sdpa_as_matmuls
@@ -58,12 +59,18 @@ class X86InductorQuantizer(RegistryQuantizer):
 
     def transform_for_annotation(self, model: GraphModule) -> GraphModule:
         """``addmm`` with a constant weight (Hugging Face's ``Conv1D``) becomes the
-        ``linear`` it computes, so it is quantized and lowered like one; with
-        ``matmul_int8`` enabled for a VNNI or AMX target, scaled-dot-product attention
-        becomes its two matmuls around a softmax (Hugging Face's attention), which that
-        row quantizes."""
+        ``linear`` it computes, so it is quantized and lowered like one. For a target
+        without VNNI (post-training), a linear fed by another linear takes its input
+        channels in an order in which its full-range weights cannot overflow an int16
+        pair, where one exists (``qcore.pt2e.annotation.channel_order``): it then runs
+        exactly at single depth. With ``matmul_int8`` enabled for a VNNI or AMX target,
+        scaled-dot-product attention becomes its two matmuls around a softmax (Hugging
+        Face's attention), which that row quantizes."""
         model = addmm_to_linear(model)
-        if "matmul_int8" not in self.enabled_opt_in or host.target().saturates_u8s8:
+        if host.target().saturates_u8s8:
+            # (QAT trains the weights: an order chosen before training would not hold)
+            return model if self.has_qat_config() else order_inputs_for_int16_pairs(model)
+        if "matmul_int8" not in self.enabled_opt_in:
             return model  # (left whole, Inductor runs it as one flash-attention kernel)
         return sdpa_as_matmuls(model)
 
