@@ -29,6 +29,7 @@ from torchao.quantization.pt2e.quantizer import (
     SharedQuantizationSpec,
 )
 
+import qcore.host
 from qcore._torch_private import Q_ANNOTATION_KEY
 from qcore.pt2e.annotation.claims import is_op, set_annotation
 from qcore.pt2e.annotation.common_annotators import COMMON, propagate_shared_qparams
@@ -249,7 +250,7 @@ def test_every_common_annotator_passes_on_its_canonical_example(name: str) -> No
     pattern (an add model that subtracts) annotates nothing, and one whose sizes do not
     fit fails to export."""
     quantizer = Common().set_global(_config())
-    check, example, config = _annotation_check("q", ANNOTATORS.get("common", name), quantizer)
+    check, example, config, _ = _annotation_check("q", ANNOTATORS.get("common", name), quantizer)
     assert check.ok, check
     assert example is not None and config is not None
 
@@ -304,7 +305,7 @@ def test_a_training_pattern_is_checked_in_train_mode_with_a_qat_config(
         "rec", recorder, static=static, training_pattern=training_pattern,
         example=lambda: (_ModeModel(modes), (torch.randn(2, 4),)),
     )  # fmt: skip
-    check, _, config = _annotation_check("q", annotator, _Owner([annotator], []))
+    check, _, config, _ = _annotation_check("q", annotator, _Owner([annotator], []))
     assert check.ok, check
     assert modes and set(modes) == {qat}
     assert bool(config.is_qat) is qat and bool(recorder.configs[0].is_qat) is qat
@@ -323,7 +324,7 @@ def test_a_quantizer_that_builds_its_config_per_model_is_asked_for_it() -> None:
 
     quantizer = _Owner([annotator], [])
     quantizer.config_for_example = config_for_example  # type: ignore[attr-defined]
-    check, _, config = _annotation_check("q", annotator, quantizer)
+    check, _, config, _ = _annotation_check("q", annotator, quantizer)
     assert check.ok, check
     assert asked == [(model, False)] and config is own and recorder.configs == [own]
 
@@ -354,9 +355,68 @@ def test_an_annotator_that_raises_or_has_no_example_fails_naming_why() -> None:
     check = _annotation_check("q", raising, _Owner([raising], []))[0]
     assert (check.ok, check.detail) == (False, "ValueError: cannot annotate")
     lonely = Annotator("lonely", _nothing, ops=frozenset({aten.add.Tensor}))
-    check, example, config = _annotation_check("q", lonely, _Owner([lonely], []))
+    check, example, config, target = _annotation_check("q", lonely, _Owner([lonely], []))
     assert (check.ok, check.detail) == (False, "no example model for ops ['aten.add.Tensor']")
-    assert example is None and config is None
+    assert example is None and config is None and target is None
+
+
+# -- an annotator that declines on some int8 targets --------------------------------------------
+
+LINEAR = frozenset({aten.linear.default})
+SATURATES = "saturates here"
+
+
+def _unless_saturating(gm: GraphModule, config: Any, filter_fn: Any) -> list[list[Node]]:
+    """Annotates the linears for a target whose u8 x s8 products do not saturate."""
+    return [] if qcore.host.target().saturates_u8s8 else _Recorder()(gm, config, filter_fn)
+
+
+def _why(node: Node, config: Any) -> str | None:
+    return SATURATES if qcore.host.target().saturates_u8s8 else None
+
+
+def _declining(fn: Any = _unless_saturating, why_not: Any = _why) -> Annotator:
+    return Annotator(
+        "declines", fn, ops=LINEAR, why_not=why_not,
+        example=lambda: (nn.Linear(4, 2), (torch.randn(2, 4),)),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("here", ["avx2", "avx512_vnni"])
+def test_an_annotator_that_declines_with_its_reason_is_checked_for_a_target_it_annotates_on(
+    here: str,
+) -> None:
+    """The verdict does not depend on the CPU the kit runs on: declined on a saturating
+    target with its reason, the annotation is checked for the first known target that
+    does not saturate (amx), and the flow's check runs for that target too."""
+    annotator = _declining()
+    quantizer = _Owner([annotator], [])
+    with qcore.host.targeting(here):
+        check, example, _, target = _annotation_check("q", annotator, quantizer)
+    assert check.ok, check
+    if here == "avx2":
+        assert target == "amx"
+        assert check.detail == f"declines on target avx2 ({SATURATES}); checked for target amx"
+    else:
+        assert (target, check.detail) == (None, "")
+    assert example is not None
+
+
+@pytest.mark.parametrize(
+    ("fn", "why_not", "detail"),
+    [
+        # no reason given: a silent decline
+        (_unless_saturating, None, "the annotator annotated nothing on its example model"),
+        (_unless_saturating, lambda n, c: None, "the annotator annotated nothing on its example model"),
+        # a reason, but no target it annotates on
+        (_nothing, _why, f"the annotator annotated nothing on its example model for any int8 target ({SATURATES})"),
+    ],
+)
+def test_a_decline_without_a_reason_or_on_every_target_fails(fn: Any, why_not: Any, detail: str) -> None:
+    annotator = _declining(fn, why_not)
+    with qcore.host.targeting("avx2"):
+        check = _annotation_check("q", annotator, _Owner([annotator], []))[0]
+    assert (check.ok, check.detail) == (False, f"AssertionError: {detail}")
 
 
 # -- the flow's verdicts ----------------------------------------------------------------------
@@ -409,8 +469,10 @@ from qcore.pt2e.annotation.claims import is_op, set_annotation
 from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
 from qcore.pt2e.annotation.registry import ANNOTATORS, Annotator
 from qcore.plugin_api import QuantizerPlugin
+import qcore.host
 
 TANH = frozenset({torch.ops.aten.tanh.default})
+LINEAR = frozenset({torch.ops.aten.linear.default})
 SIGMOID = frozenset({torch.ops.aten.sigmoid.default})
 
 def annotating(ops):
@@ -436,8 +498,19 @@ TRAINING = {
     "qat_two": Annotator("qat_two", annotating(SIGMOID), static=False, training_pattern=True,
                          ops=SIGMOID, example=lambda: (Sum(), (torch.randn(2, 4), torch.randn(3, 1, 4)))),
 }
+
+def unless_saturating(gm, config, filter_fn):
+    return [] if qcore.host.target().saturates_u8s8 else annotating(LINEAR)(gm, config, filter_fn)
+
+#: own annotators: the training patterns, and one that declines on a saturating target
+OWN = {
+    **TRAINING,
+    "declines": Annotator("declines", unless_saturating, ops=LINEAR,
+                          why_not=lambda n, c: "saturates here" if qcore.host.target().saturates_u8s8 else None,
+                          example=lambda: (nn.Linear(4, 2), (torch.randn(2, 4),))),
+}
 ANNOTATORS.define(
-    "fake_NAME", [TRAINING[n] if n in TRAINING else ANNOTATORS.get("common", n) for n in NAMES],
+    "fake_NAME", [OWN[n] if n in OWN else ANNOTATORS.get("common", n) for n in NAMES],
     source="fake-quantizer-NAME 1.0",
 )
 
@@ -514,3 +587,20 @@ def test_training_patterns_are_converted_together_and_each_reported(fake_dist: F
         ("prepare-convert", "qat_one", True, ""),
         ("prepare-convert", "qat_two", True, ""),
     ]
+
+
+def test_the_flow_of_a_declining_annotator_runs_for_the_target_it_annotates_on(
+    fake_dist: FakeDist,
+) -> None:
+    """check_quantizer on a saturating target: the annotator passes, and its prepare-convert
+    check converts a quantized linear (on this target the annotator would leave it float:
+    'the converted graph holds no quantize op')."""
+    _install(fake_dist, "declinesq", ["declines"], "Fake().set_global(config)")
+    with qcore.host.targeting("avx2"):
+        results = check_quantizer("declinesq")
+    assert [(r.check, r.subject, r.ok) for r in results] == [
+        ("load", "declinesq", True),
+        ("annotator", "declines", True),
+        ("prepare-convert", "declines", True),
+    ], results
+    assert "checked for target amx" in results[1].detail

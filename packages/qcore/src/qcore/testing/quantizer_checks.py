@@ -14,6 +14,7 @@ below by name, else from calling one of its ops on a float tensor.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,9 @@ from torch import nn
 from torch.fx import GraphModule
 
 from qcore._torch_private import Q_ANNOTATION_KEY, reused_pattern_graphs
+from qcore.int8 import cpu_profile
 from qcore.plugins.api import get_quantizer
+from qcore.pt2e.annotation.claims import is_op
 from qcore.pt2e.annotation.registry import ANNOTATORS
 from qcore.testing.result import CheckResult, Progress, no_progress
 
@@ -226,10 +229,38 @@ class _Together(nn.Module):
         return tuple(outs)
 
 
+def _annotate(annotator: Any, config: Any, quantizer: Any, example: Example) -> tuple[GraphModule, bool]:
+    """``example`` exported and annotated by ``annotator`` after its context, and whether
+    the annotator wrote anything."""
+    model, inputs = example
+    gm = torch.export.export(model, inputs).module()
+    annotated: GraphModule = quantizer.transform_for_annotation(gm)
+    for a in _context(annotator, config, quantizer):
+        a.fn(annotated, config, None)
+    claimed_before = _annotated_nodes(annotated)
+    annotator.fn(annotated, config, None)
+    return annotated, _annotated_nodes(annotated) != claimed_before
+
+
+def _declined(annotator: Any, config: Any, graph: GraphModule) -> str:
+    """The reason ``annotator`` gives (its ``why_not``) for leaving its ops on ``graph``
+    alone, or '' when it gives none for one of them."""
+    if annotator.why_not is None:
+        return ""
+    reasons = {annotator.why_not(n, config) for n in graph.graph.nodes if is_op(n, annotator.ops)}
+    return "" if not reasons or None in reasons or "" in reasons else "; ".join(sorted(reasons))
+
+
 def _annotation_check(
     plugin: str, annotator: Any, quantizer: Any
-) -> tuple[CheckResult, Example | None, Any]:
-    """Run ``annotator`` (after its context) on its example; validate what it wrote."""
+) -> tuple[CheckResult, Example | None, Any, str | None]:
+    """Run ``annotator`` (after its context) on its example; validate what it wrote.
+
+    An annotator may decline its pattern on the int8 target this process builds for,
+    giving its reason (``why_not``): an int8 matmul that saturates on a CPU without VNNI.
+    Its annotation is then checked for the first other known target it annotates on, so the
+    verdict is the same on every host; the last value is that target (None: this one's).
+    """
 
     def result(ok: bool, detail: str = "") -> CheckResult:
         return CheckResult(plugin, "annotator", annotator.name, ok, detail)
@@ -239,8 +270,8 @@ def _annotation_check(
         example = _example(annotator)
     if example is None:
         ops = sorted(map(str, annotator.ops))
-        return result(False, f"no example model for ops {ops}"), None, None
-    model, inputs = example
+        return result(False, f"no example model for ops {ops}"), None, None, None
+    model = example[0]
     qat = annotator.training_pattern and not annotator.static
     model.train(qat)
     # a quantizer whose configs depend on the model (a backend's mapping) builds its own
@@ -248,19 +279,40 @@ def _annotation_check(
     config = _config_for(annotator, base(model, qat) if base else quantizer.global_config)
     if qat:
         config = replace(config, is_qat=True)
+    target, declined = None, ""
     try:
-        gm = torch.export.export(model, inputs).module()
-        annotated = quantizer.transform_for_annotation(gm)
-        for a in _context(annotator, config, quantizer):
-            a.fn(annotated, config, None)
-        claimed_before = _annotated_nodes(annotated)
-        annotator.fn(annotated, config, None)
-        if _annotated_nodes(annotated) == claimed_before:
-            raise AssertionError("the annotator annotated nothing on its example model")
+        annotated, wrote = _annotate(annotator, config, quantizer, example)
+        if not wrote:
+            declined = _declined(annotator, config, annotated)
+            if not declined:
+                raise AssertionError("the annotator annotated nothing on its example model")
+            annotated, target = _on_another_target(annotator, config, quantizer, example, declined)
         problems = validate_annotations(annotated, annotator.ops)
     except Exception as exc:  # noqa: BLE001 - reported as a failed check, naming the error
-        return result(False, f"{type(exc).__name__}: {exc}"), None, None
-    return result(not problems, "; ".join(problems)), example, config
+        return result(False, f"{type(exc).__name__}: {exc}"), None, None, None
+    detail = "; ".join(problems)
+    if target is not None:
+        here = cpu_profile.target().isa
+        detail = f"declines on target {here} ({declined}); checked for target {target}" + (
+            f": {detail}" if detail else ""
+        )
+    return result(not problems, detail), example, config, target
+
+
+def _on_another_target(
+    annotator: Any, config: Any, quantizer: Any, example: Example, declined: str
+) -> tuple[GraphModule, str]:
+    here = cpu_profile.target().isa
+    for name in cpu_profile.KNOWN_TARGETS:
+        if name == here:
+            continue
+        with cpu_profile.targeting(name):
+            annotated, wrote = _annotate(annotator, config, quantizer, example)
+        if wrote:
+            return annotated, name
+    raise AssertionError(
+        f"the annotator annotated nothing on its example model for any int8 target ({declined})"
+    )
 
 
 def _prepare_convert(annotators: list[Any], example: Example, config: Any, owner: Any) -> str:
@@ -324,15 +376,16 @@ def _check_quantizer(name: str, progress: Progress) -> list[CheckResult]:
     qat_config = None
     for done, annotator in enumerate(annotators):
         progress(done, len(annotators), "annotators")
-        check, example, config = _annotation_check(plugin, annotator, quantizer)
+        check, example, config, target = _annotation_check(plugin, annotator, quantizer)
         results.append(check)
         if example is None:
             continue
-        if config.is_qat:
+        if config.is_qat and target is None:
             qat_group.append((annotator, example))
             qat_config = config
             continue
-        problem = _prepare_convert([annotator], example, config, quantizer)
+        with cpu_profile.targeting(target) if target else nullcontext():
+            problem = _prepare_convert([annotator], example, config, quantizer)
         results.append(CheckResult(plugin, "prepare-convert", annotator.name, not problem, problem))
     if qat_group:
         together = _Together([e for _, e in qat_group]).train()
