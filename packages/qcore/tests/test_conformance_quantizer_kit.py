@@ -372,13 +372,15 @@ def _unless_saturating(gm: GraphModule, config: Any, filter_fn: Any) -> list[lis
 
 
 def _why(node: Node, config: Any) -> str | None:
-    return SATURATES if qcore.host.target().saturates_u8s8 else None
+    """The reason, for the annotator's own ops only (another node's reason is not its)."""
+    return SATURATES if qcore.host.target().saturates_u8s8 and is_op(node, LINEAR) else None
 
 
 def _declining(fn: Any = _unless_saturating, why_not: Any = _why) -> Annotator:
+    """Two linears: the reason they share is given once."""
     return Annotator(
         "declines", fn, ops=LINEAR, why_not=why_not,
-        example=lambda: (nn.Linear(4, 2), (torch.randn(2, 4),)),
+        example=lambda: (nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)), (torch.randn(2, 4),)),
     )  # fmt: skip
 
 
@@ -408,6 +410,7 @@ def test_an_annotator_that_declines_with_its_reason_is_checked_for_a_target_it_a
         # no reason given: a silent decline
         (_unless_saturating, None, "the annotator annotated nothing on its example model"),
         (_unless_saturating, lambda n, c: None, "the annotator annotated nothing on its example model"),
+        (_unless_saturating, lambda n, c: "", "the annotator annotated nothing on its example model"),
         # a reason, but no target it annotates on
         (_nothing, _why, f"the annotator annotated nothing on its example model for any int8 target ({SATURATES})"),
     ],
@@ -487,6 +490,10 @@ class Tanh(nn.Module):
     def forward(self, x):
         return torch.tanh(x)
 
+class Sigmoid(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x)
+
 class Sum(nn.Module):  # two inputs: the kit feeds each part of a joint model its own
     def forward(self, x, y):
         return torch.sigmoid(x) + y
@@ -499,15 +506,21 @@ TRAINING = {
                          ops=SIGMOID, example=lambda: (Sum(), (torch.randn(2, 4), torch.randn(3, 1, 4)))),
 }
 
-def unless_saturating(gm, config, filter_fn):
-    return [] if qcore.host.target().saturates_u8s8 else annotating(LINEAR)(gm, config, filter_fn)
+def unless_saturating(ops):
+    def annotate(gm, config, filter_fn):
+        return [] if qcore.host.target().saturates_u8s8 else annotating(ops)(gm, config, filter_fn)
+    return annotate
+
+def saturates(node, config):
+    return "saturates here" if qcore.host.target().saturates_u8s8 else None
 
 #: own annotators: the training patterns, and one that declines on a saturating target
 OWN = {
     **TRAINING,
-    "declines": Annotator("declines", unless_saturating, ops=LINEAR,
-                          why_not=lambda n, c: "saturates here" if qcore.host.target().saturates_u8s8 else None,
+    "declines": Annotator("declines", unless_saturating(LINEAR), ops=LINEAR, why_not=saturates,
                           example=lambda: (nn.Linear(4, 2), (torch.randn(2, 4),))),
+    "qat_declines": Annotator("qat_declines", unless_saturating(SIGMOID), static=False, training_pattern=True,
+                              ops=SIGMOID, why_not=saturates, example=lambda: (Sigmoid(), (torch.randn(2, 4),))),
 }
 ANNOTATORS.define(
     "fake_NAME", [OWN[n] if n in OWN else ANNOTATORS.get("common", n) for n in NAMES],
@@ -595,12 +608,18 @@ def test_the_flow_of_a_declining_annotator_runs_for_the_target_it_annotates_on(
     """check_quantizer on a saturating target: the annotator passes, and its prepare-convert
     check converts a quantized linear (on this target the annotator would leave it float:
     'the converted graph holds no quantize op')."""
-    _install(fake_dist, "declinesq", ["declines"], "Fake().set_global(config)")
+    _install(fake_dist, "declinesq", ["declines", "qat_one", "qat_declines"], "Fake().set_global(config)")
     with qcore.host.targeting("avx2"):
         results = check_quantizer("declinesq")
+    # a training pattern that declines here is converted on its own, for its target: in
+    # the joint QAT flow the other part's quantize ops would hide that it quantized nothing
     assert [(r.check, r.subject, r.ok) for r in results] == [
         ("load", "declinesq", True),
         ("annotator", "declines", True),
         ("prepare-convert", "declines", True),
+        ("annotator", "qat_one", True),
+        ("annotator", "qat_declines", True),
+        ("prepare-convert", "qat_declines", True),
+        ("prepare-convert", "qat_one", True),
     ], results
-    assert "checked for target amx" in results[1].detail
+    assert all("checked for target amx" in results[i].detail for i in (1, 4))

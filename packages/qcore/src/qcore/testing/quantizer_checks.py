@@ -247,8 +247,8 @@ def _declined(annotator: Any, config: Any, graph: GraphModule) -> str:
     alone, or '' when it gives none for one of them."""
     if annotator.why_not is None:
         return ""
-    reasons = {annotator.why_not(n, config) for n in graph.graph.nodes if is_op(n, annotator.ops)}
-    return "" if not reasons or None in reasons or "" in reasons else "; ".join(sorted(reasons))
+    reasons = [annotator.why_not(n, config) or "" for n in graph.graph.nodes if is_op(n, annotator.ops)]
+    return "; ".join(sorted(set(reasons))) if all(reasons) else ""
 
 
 def _annotation_check(
@@ -302,10 +302,7 @@ def _annotation_check(
 def _on_another_target(
     annotator: Any, config: Any, quantizer: Any, example: Example, declined: str
 ) -> tuple[GraphModule, str]:
-    here = cpu_profile.target().isa
-    for name in cpu_profile.KNOWN_TARGETS:
-        if name == here:
-            continue
+    for name in cpu_profile.KNOWN_TARGETS:  # (this target's attempt declines again)
         with cpu_profile.targeting(name):
             annotated, wrote = _annotate(annotator, config, quantizer, example)
         if wrote:
