@@ -454,6 +454,30 @@ def test_the_converted_model_must_compute_finite_values(
     assert _prepare_convert([linear], example, _config(), quantizer) == problem
 
 
+class _Dropped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.drop = nn.Linear(4, 4), nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.lin(x))
+
+
+def test_a_qat_flow_is_converted_in_eval_mode_and_must_give_one_output_per_input() -> None:
+    """QAT prepares the model in training mode: converted as users convert it (moved to
+    eval first), its dropout is off and two runs agree; a model whose own forward drops
+    at random whatever the mode is named."""
+    linear = ANNOTATORS.get("common", "linear")
+    quantizer = Common().set_global(_config())
+    qat = replace(_config(), is_qat=True)
+    trained = (_Dropped().train(), (torch.randn(8, 4),))
+    assert _prepare_convert([linear], trained, qat, quantizer) == ""
+    random = (_Outputs(lambda y: torch.nn.functional.dropout(y, 0.5, training=True)).eval(), (torch.randn(8, 4),))
+    assert _prepare_convert([linear], random, _config(), quantizer) == (
+        "the converted model gives other outputs on the same inputs (left in training mode?)"
+    )
+
+
 def test_a_flow_that_raises_names_the_error() -> None:
     linear = ANNOTATORS.get("common", "linear")
     quantizer = Common().set_global(_config())

@@ -271,7 +271,7 @@ def _annotation_check(
     if example is None:
         ops = sorted(map(str, annotator.ops))
         return result(False, f"no example model for ops {ops}"), None, None, None
-    model = example[0]
+    model, _ = example
     qat = annotator.training_pattern and not annotator.static
     model.train(qat)
     # a quantizer whose configs depend on the model (a backend's mapping) builds its own
@@ -330,16 +330,22 @@ def _prepare_convert(annotators: list[Any], example: Example, config: Any, owner
         if config.is_qat:
             move_exported_model_to_eval(prepared)
         converted = convert_pt2e(prepared)
-        out = converted(*inputs)
+        outs, again = (_tensors(converted(*inputs)) for _ in range(2))
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {exc}"
-    outs = out if isinstance(out, tuple) else (out,)
     quant_ops = [n for n in converted.graph.nodes if "quantize_per" in str(n.target)]
     if not quant_ops:
         return "the converted graph holds no quantize op"
-    if not all(torch.isfinite(o).all() for o in outs if isinstance(o, torch.Tensor)):
+    if not all(torch.isfinite(o).all() for o in outs):
         return "the converted model computes non-finite values"
+    # a QAT model converted without moving it to eval keeps its dropout (and batch norms) training
+    if not all(torch.equal(a, b) for a, b in zip(outs, again, strict=True)):
+        return "the converted model gives other outputs on the same inputs (left in training mode?)"
     return ""
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    return [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, torch.Tensor)]
 
 
 def check_quantizer(name: str, progress: Progress = no_progress) -> list[CheckResult]:
