@@ -5,7 +5,9 @@ annotator's pattern, run that annotator alone, check that what it wrote is a val
 annotation (specs of the right types, on inputs the node really has, shared specs pointing
 at real edges, the pattern's own op covered), then run ``prepare_pt2e``, a calibration
 pass and ``convert_pt2e`` with a quantizer made of that annotator only, and check that the
-converted graph holds quantize ops and computes finite values.
+converted graph holds quantize ops and computes finite values, the same ones on a second
+run (a QAT flow converts after moving the model to eval, as users do). An annotator that
+declines its pattern on this int8 target, saying why, is checked for another target.
 
 The small model comes from the annotator's ``example`` if it has one, else from the table
 below by name, else from calling one of its ops on a float tensor.
