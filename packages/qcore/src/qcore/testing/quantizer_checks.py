@@ -5,8 +5,8 @@ annotator's pattern, run that annotator alone, check that what it wrote is a val
 annotation (specs of the right types, on inputs the node really has, shared specs pointing
 at real edges, the pattern's own op covered), then run ``prepare_pt2e``, a calibration
 pass and ``convert_pt2e`` with a quantizer made of that annotator only, and check that the
-converted graph holds quantize ops and computes finite values, the same ones on a second
-run (a QAT flow converts after moving the model to eval, as users do). An annotator that
+converted graph holds quantize ops and computes finite values (for a QAT flow, which
+converts after moving the model to eval as users do, the same ones on a second run). An annotator that
 declines its pattern on this int8 target, saying why, is checked for another target.
 
 The small model comes from the annotator's ``example`` if it has one, else from the table
@@ -340,8 +340,9 @@ def _prepare_convert(annotators: list[Any], example: Example, config: Any, owner
         return "the converted graph holds no quantize op"
     if not all(torch.isfinite(o).all() for o in outs):
         return "the converted model computes non-finite values"
-    # a QAT model converted without moving it to eval keeps its dropout (and batch norms) training
-    if not all(torch.equal(a, b) for a, b in zip(outs, again, strict=True)):
+    # a QAT model converted without moving it to eval keeps its dropout (and batch norms)
+    # training; a post-training example is as its author wrote it (F.dropout drops at random)
+    if config.is_qat and not all(torch.equal(a, b) for a, b in zip(outs, again, strict=True)):
         return "the converted model gives other outputs on the same inputs (left in training mode?)"
     return ""
 
