@@ -21,6 +21,7 @@ from qcore.int8.pairing import safe_order
 from qcore.int8.saturation import INT16_MAX, codes_near_ties_up, worst_case_pair_sum
 from qcore.pt2e.annotation.claims import is_op
 from qcore.pt2e.annotation.ops import LINEAR
+from qcore.pt2e.annotation.transforms import attribute, register_like
 
 __all__ = ["ELEMENTWISE", "REORDERED", "order_inputs_for_int16_pairs"]
 
@@ -84,24 +85,13 @@ def _own_constant(gm: GraphModule, node: Any) -> torch.Tensor | None:
     weight would reorder its other reader too)."""
     if not (isinstance(node, Node) and node.op == "get_attr" and len(node.users) == 1):
         return None
-    value = _attribute(gm, str(node.target))
+    value = attribute(gm, str(node.target))
     return value if isinstance(value, torch.Tensor) else None
-
-
-def _attribute(gm: GraphModule, target: str) -> Any:
-    value: Any = gm
-    for part in target.split("."):
-        value = getattr(value, part, None)
-    return value
 
 
 def _replace(gm: GraphModule, node: Node, value: torch.Tensor) -> None:
     """Point ``node`` at a new attribute of ``gm`` holding ``value``."""
-    old = _attribute(gm, str(node.target))
     # (a new name each time: the target it derives from is a reordered one the second time)
     name = str(node.target).replace(".", "_") + "_reordered"
-    if isinstance(old, torch.nn.Parameter):
-        gm.register_parameter(name, torch.nn.Parameter(value.detach().clone(), old.requires_grad))
-    else:
-        gm.register_buffer(name, value.detach().clone())
+    register_like(gm, name, value.detach().clone(), attribute(gm, str(node.target)))
     node.target = name

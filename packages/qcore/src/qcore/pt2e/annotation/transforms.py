@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,20 @@ from qcore.pt2e.annotation.observable import is_float_tensor
 from qcore.pt2e.annotation.ops import CONV3D
 
 aten = torch.ops.aten
+
+
+def attribute(gm: GraphModule, target: str) -> Any:
+    """The value a ``get_attr`` of ``target`` (a dotted path) reads on ``gm``."""
+    return operator.attrgetter(target)(gm)
+
+
+def register_like(gm: GraphModule, name: str, value: torch.Tensor, like: Any) -> None:
+    """``value`` as attribute ``name`` of ``gm``, of ``like``'s kind: a parameter (with its
+    ``requires_grad``) where ``like`` is one, else a buffer."""
+    if isinstance(like, torch.nn.Parameter):
+        gm.register_parameter(name, torch.nn.Parameter(value, like.requires_grad))
+    else:
+        gm.register_buffer(name, value)
 
 
 def scalars_to_attrs(

@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 from torch.fx import GraphModule, Node
 
 from qcore._torch_private import Q_ANNOTATION_KEY
+from qcore.pt2e.annotation.transforms import attribute, register_like
 
 aten = torch.ops.aten
 #: Each 1-D convolution, its 2-D counterpart and its arguments after the weight, with
@@ -82,15 +82,9 @@ def _weight_2d(gm: GraphModule, conv: Node, weight: Node) -> Node:
     """The weight attribute with a trailing unit dimension, as an attribute of its own
     (XNNPACK takes a float convolution only with a static weight), named after the conv
     (node names are unique)."""
-    original: Any = gm
-    for part in str(weight.target).split("."):
-        original = getattr(original, part)
-    value = original.detach().unsqueeze(-1)
+    original = attribute(gm, str(weight.target))
     name = f"_qcore_{conv.name}_weight_as_2d"
-    if isinstance(original, nn.Parameter):
-        gm.register_parameter(name, nn.Parameter(value, original.requires_grad))
-    else:
-        gm.register_buffer(name, value)
+    register_like(gm, name, original.detach().unsqueeze(-1), original)
     with gm.graph.inserting_after(weight):
         node = gm.graph.get_attr(name)
     node.meta = {**weight.meta, "val": weight.meta["val"].unsqueeze(-1)}
