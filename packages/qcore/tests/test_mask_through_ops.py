@@ -7,7 +7,10 @@ The ops are written out here (the spellings export records for ``x.expand``, ``x
 ``x.contiguous()``, ``x.clone()``, ``x.to(dtype)``, ``x.t()``, ``x.squeeze((d,))``,
 ``x[0]``; and, in graphs built by hand, the two Inductor's decompositions make): a mask
 behind one the module does not see through would be observed, and its add quantized with
-a scale of ~1e36. Together they are ``qcore.pt2e.annotation.ops.SAME_VALUES``.
+a scale of ~1e36. Together they are ``qcore.pt2e.annotation.ops.SAME_VALUES``. And a
+mask is recognised whichever op builds it from its constant (``where`` in each overload,
+``masked_fill``, ``full`` and its kin, ``fill``, a scaling ``mul``; the in-place ones as
+``export(...).module()`` keeps them): a fill the module does not know hides the mask the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from qcore.pt2e.annotation import ops
+from qcore.pt2e.annotation import observable, ops
 from qcore.pt2e.annotation.claims import is_op
 from qcore.pt2e.annotation.observable import additive_mask_value
 from qcore.zoo.suite.pt2e import exported
@@ -165,3 +168,47 @@ def test_a_diamond_of_fills_without_a_huge_constant_visits_each_node_once(
     monkeypatch.setattr(observable, "is_op", counted)
     assert additive_mask_value(add.args[1], gm) is None
     assert 0 < len(looked) < 200
+
+
+#: each op that builds a mask from a constant, and a mask built by it (added to ``x``;
+#: ``m`` marks what is attended); ``fill.Scalar`` is what a decomposition makes of ``fill_``
+FILLS: dict[Any, Callable[[Tensor, Tensor], Tensor]] = {
+    aten.where.self: lambda x, m: torch.where(m.bool(), torch.zeros(6, 6), torch.full((6, 6), MIN)),
+    aten.where.ScalarOther: lambda x, m: torch.where(m.bool(), x * 0, MIN),
+    aten.where.ScalarSelf: lambda x, m: torch.where(~m.bool(), MIN, x * 0),
+    aten.where.Scalar: lambda x, m: torch.where(m.bool(), 0.0, MIN),
+    aten.masked_fill.Scalar: lambda x, m: torch.zeros(6, 6).masked_fill(~m.bool(), MIN),
+    aten.masked_fill_.Scalar: lambda x, m: torch.zeros(6, 6).masked_fill_(~m.bool(), MIN),
+    aten.full.default: lambda x, m: torch.full((6, 6), MIN),
+    aten.full_like.default: lambda x, m: torch.full_like(x, MIN),
+    aten.new_full.default: lambda x, m: x.new_full((6, 6), MIN),
+    aten.fill.Scalar: lambda x, m: torch.zeros(6, 6).fill_(MIN),
+    aten.fill_.Scalar: lambda x, m: torch.zeros(6, 6).fill_(MIN),
+    aten.mul.Tensor: lambda x, m: (1.0 - m.float()) * MIN,
+}
+
+
+class FilledMask(nn.Module):
+    def __init__(self, build: Callable[[Tensor, Tensor], Tensor]) -> None:
+        super().__init__()
+        self.build = build
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return x + self.build(x, mask)
+
+
+@pytest.mark.parametrize("op", list(FILLS), ids=str)
+def test_a_mask_built_by_each_constant_fill_holds_its_fill_value(op: Any) -> None:
+    example = (torch.randn(6, 6), torch.ones(6, 6).long())
+    program = torch.export.export(FilledMask(FILLS[op]), example)
+    if op is aten.fill.Scalar:
+        program = program.run_decompositions({})
+    gm = program.module()
+    assert isinstance(gm, torch.fx.GraphModule)
+    assert op in {n.target for n in gm.graph.nodes}  # the graph builds the mask with it
+    (add,) = [n for n in gm.graph.nodes if n.target == aten.add.Tensor and n.args[0].op == "placeholder"]
+    assert additive_mask_value(add.args[1], gm) == MIN
+
+
+def test_every_constant_fill_is_covered_here() -> None:
+    assert set(FILLS) == observable._CONSTANT_FILLS

@@ -16,10 +16,12 @@ import lowering_zoo as zoo
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import qcore
 from qcore.metrics import sqnr
 from qinductor_x86.lowering import saturation
+from qinductor_x86.lowering.context import CompileContext
 
 INT16_MAX = 32767
 
@@ -64,6 +66,43 @@ def test_doubled_reduction_computes_the_same_and_never_overflows() -> None:
     assert torch.equal(
         rows.repeat_interleave(2, dim=-1) @ doubled_matrix.t(), rows @ matrix.to(torch.int64).t()
     )
+
+
+def _with_doubled_codes(codes: torch.Tensor, dim: int, tracing_mode: str) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
+    """A traced graph reading ``codes`` (a clone), returning ``doubled_codes`` along
+    ``dim`` instead, asked for twice, as two doubled kernels reading the same codes ask."""
+    gm = make_fx(lambda x: x.clone(), tracing_mode=tracing_mode)(codes)
+    (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    ctx = CompileContext(gm, qcore.host.parse_target("avx2"), {})
+    with gm.graph.inserting_before(output):
+        made = [saturation.doubled_codes(ctx, placeholder, dim) for _ in range(2)]
+    output.args = (made[0],)
+    gm.recompile()
+    return gm, made
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, 3])
+def test_doubled_codes_are_each_code_twice_made_once_for_every_reader(dim: int) -> None:
+    """``repeat_interleave(2, dim)`` exactly, built once however many kernels read it
+    (one clone beside the graph's own), with the sizes of a static graph as numbers."""
+    codes = torch.randint(0, 256, (2, 6, 5, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    gm, (first, again) = _with_doubled_codes(codes, dim, "fake")
+    assert again is first
+    assert sum(n.target is torch.ops.aten.clone.default for n in gm.graph.nodes) == 2
+    assert not [n for n in gm.graph.nodes if n.target is torch.ops.aten.sym_size.int]
+    assert torch.equal(gm(codes), codes.repeat_interleave(2, dim))
+
+
+def test_doubled_codes_read_symbolic_sizes_in_the_graph() -> None:
+    """Traced with symbolic sizes (a conv's spatial sizes under ``dynamic=True``), the
+    doubled codes read them in the graph and are right for sizes other than the traced ones."""
+    generator = torch.Generator().manual_seed(1)
+    codes = torch.randint(0, 256, (2, 6, 5, 3), dtype=torch.uint8, generator=generator)
+    gm, _ = _with_doubled_codes(codes, 1, "symbolic")
+    assert [n for n in gm.graph.nodes if n.target is torch.ops.aten.sym_size.int]
+    other = torch.randint(0, 256, (3, 6, 7, 4), dtype=torch.uint8, generator=generator)
+    assert torch.equal(gm(other), other.repeat_interleave(2, 1))
 
 
 TARGETS = ("avx2", "avx512_vnni")

@@ -95,6 +95,8 @@ def _large_scalar(node: object, gm: GraphModule) -> float | None:
 
 #: Ops whose output holds one of their scalar or constant arguments (``where(mask, 0,
 #: finfo.min)``, ``masked_fill``, ``full``) or scales by one (``(1 - mask) * finfo.min``).
+#: The in-place fills too: ``export(...).module()``, the graph users quantize, keeps
+#: ``masked_fill_`` and ``fill_`` as written (only a decomposition makes them functional).
 _CONSTANT_FILLS = frozenset(
     {
         aten.where.self,
@@ -102,10 +104,12 @@ _CONSTANT_FILLS = frozenset(
         aten.where.ScalarSelf,
         aten.where.Scalar,
         aten.masked_fill.Scalar,
+        aten.masked_fill_.Scalar,
         aten.full.default,
         aten.full_like.default,
         aten.new_full.default,
         aten.fill.Scalar,
+        aten.fill_.Scalar,
         aten.mul.Tensor,
     }
 )
