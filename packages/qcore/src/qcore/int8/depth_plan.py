@@ -100,12 +100,13 @@ def _hull(options: list[_Option]) -> list[_Option]:
     """The lower convex chain from the cheapest zero-cost option: each step the option
     that removes the most noise per extra multiply-add."""
     chain = [min((o for o in options if o.macs == 0), key=lambda o: (o.noise, o.seven_bit))]
-    while True:
+    for _ in options:  # each step adds multiply-adds: never more steps than options
         here = chain[-1]
         better = [o for o in options if o.macs > here.macs and o.noise < here.noise]
         if not better:
-            return chain
+            break
         chain.append(max(better, key=lambda o: ((here.noise - o.noise) / (o.macs - here.macs), -o.macs)))
+    return chain
 
 
 def _slope(chain: list[_Option], i: int) -> float:
