@@ -505,21 +505,31 @@ def _attr(module: torch.nn.Module, target: str) -> Any:
     return module
 
 
+#: The held-out batches of :func:`torchaos_eager_sqnr` (of ``qcore.zoo.architectures``).
+HELD_OUT = (50,)
+
+
 @functools.cache
-def torchaos_eager_sqnr(name: str) -> float:
+def torchaos_eager_sqnr(name: str, held_out: tuple[int, ...] = HELD_OUT) -> float:
     """SQNR against the float model of architecture ``name`` (``qcore.zoo.architectures``)
     quantized by torchao 0.18's quantizer (full-range weights; it reads no int8 target),
-    eager, on the held-out batch: three calibration batches, the accuracy reference of
-    test_architecture_accuracy.py and test_budgeted_default.py, computed once a session."""
+    eager, on the ``held_out`` batches as one: three calibration batches, the accuracy
+    reference of test_architecture_accuracy.py and test_budgeted_default.py, computed once
+    a session."""
     from qcore.zoo.architectures import architecture
 
     case = architecture(name)
     model = case.model()
     calibration = [case.inputs(b) for b in range(1, 4)]
     theirs = quantize(model, case.inputs(0), "torchao", calibration)
-    held_out = case.inputs(50)
+    return held_out_sqnr(model, theirs, [case.inputs(b) for b in held_out])
+
+
+def held_out_sqnr(model: nn.Module, quantized: nn.Module, batches: list[tuple[torch.Tensor, ...]]) -> float:
+    """SQNR of ``quantized`` against float ``model`` over ``batches`` concatenated."""
     with torch.no_grad():
-        return sqnr(model(*held_out), theirs(*held_out))
+        reference = torch.cat([model(*batch) for batch in batches])
+        return sqnr(reference, torch.cat([quantized(*batch) for batch in batches]))
 
 
 def probe_interpreter(mode: str) -> str:

@@ -31,7 +31,6 @@ from test_lowering_saturation import INT16_MAX, brute_force_worst_pair
 from torch import nn
 
 import qcore
-from qcore.metrics import sqnr
 from qcore.zoo.architectures import architecture
 
 #: The budget stated in the README: doubled reductions add at most 4.5 % multiply-adds.
@@ -149,6 +148,12 @@ def test_vnni_target_gets_torchaos_model_bit_for_bit() -> None:
 ZOO = ["shufflenet_v2", "mnasnet", "vit", "mobilenet_v3"]
 
 
+#: Four held-out batches: on one, a replica's loss moves by up to 1 dB from batch to batch
+#: (MobileNetV3: 1.3 to 2.3 dB before its plan weighed residual adds), and host
+#: arithmetic moves torchao's own SQNR on one batch by 0.6 dB (benchmarks/README.md).
+HELD_OUT = (50, 51, 52, 53)
+
+
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_within_one_and_a_half_decibels_of_torchaos_eager_accuracy(name: str) -> None:
     """The issue's bound: the default may lose at most 1.5 dB against torchao's full-range
@@ -158,10 +163,8 @@ def test_zoo_within_one_and_a_half_decibels_of_torchaos_eager_accuracy(name: str
     calibration = [case.inputs(b) for b in range(1, 4)]
     with qcore.host.targeting("avx2"):
         ours = zoo.quantize(model, case.inputs(0), "x86", calibration)
-    held_out = case.inputs(50)
-    with torch.no_grad():
-        mine = sqnr(model(*held_out), ours(*held_out))
-    reference = zoo.torchaos_eager_sqnr(name)  # the same calibration and held-out batch
+    mine = zoo.held_out_sqnr(model, ours, [case.inputs(b) for b in HELD_OUT])
+    reference = zoo.torchaos_eager_sqnr(name, HELD_OUT)  # the same calibration and batches
     assert mine >= reference - 1.5, (name, mine, reference)
 
 

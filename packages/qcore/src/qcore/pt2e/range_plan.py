@@ -5,8 +5,9 @@ observer follows the ``budgeted`` rule to one :class:`ModelPlan`, with the obser
 input and its multiply-adds. The plan is made from the calibrated observers the first
 time any of them computes its qparams (weights and inputs are converted in graph order,
 and an input's 7-bit range must be known before its quantize is written): each layer is
-priced (:mod:`qcore.int8.noise`), :func:`qcore.int8.depth_plan.choose` decides, and every
-observer reads its part. An input observer shared by several layers (one tensor, one
+priced (:mod:`qcore.int8.noise`), weighted by how much of its noise its residual adds let
+through to the output (:mod:`qcore.pt2e.range_reach`), :func:`qcore.int8.depth_plan.choose`
+decides, and every observer reads its part. An input observer shared by several layers (one tensor, one
 quantize, however many readers) is one group: its range is chosen once for all of them.
 Calibrating again, or syncing observers across processes, changes the input observers and
 makes a new plan.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET, DepthPlan, LayerPrice, choose
 from qcore.int8.noise import InputStatistics, LayerNoise, weight_codes
 from qcore.int8.saturation import INT16_MAX, never_overflow_half_ranges, worst_case_pair_sum
+from qcore.pt2e.range_reach import ResidualPaths
 
 __all__ = ["SEVEN_BIT_QMAX", "ModelPlan", "input_quant_max", "input_statistics"]
 
@@ -122,6 +124,8 @@ class ModelPlan:
     def __init__(self, budget: float = DOUBLED_MAC_BUDGET) -> None:
         self.budget = budget
         self.layers: list[_Layer] = []
+        #: the layers' ways to the output through residual adds (None: not read, no dilution)
+        self.paths: ResidualPaths | None = None
         self._made: tuple[tuple[Any, ...], DepthPlan] | None = None
 
     def add(
@@ -168,6 +172,7 @@ class ModelPlan:
         seven_ok: set[Hashable] = set()
         unpriced: set[Hashable] = set()
         statistics: dict[int, tuple[InputStatistics | None, InputStatistics | None]] = {}
+        reach = {} if self.paths is None else self.paths.reach(_mean_square)
         for layer in self.layers:
             observer = layer.input_observer
             if id(observer) not in statistics:
@@ -182,11 +187,20 @@ class ModelPlan:
             if price is None:
                 unpriced.add(observer)  # not calibrated: never-overflow weights
                 continue
-            priced.append(price)
+            # squared: with the plain factor the plan still under-weights the layers after
+            # the last adds against those inside blocks (measured on the zoo's replicas,
+            # benchmarks/README.md); a model this coarse is calibrated, like GATE_SLOPE
+            kept = reach.get(layer.name, 1.0) ** 2
+            priced.append(replace(price, narrowed=price.narrowed * kept, seven_bit=price.seven_bit * kept))
             if seven_stats is not None:
                 seven_ok.add(observer)
         # an input takes 7 bits only if every layer reading it was priced on them
         return choose(priced, seven_ok - unpriced, self.budget)
+
+
+def _mean_square(observer: Any) -> float | None:
+    statistics = input_statistics(observer)
+    return None if statistics is None else statistics.mean_square
 
 
 def _price(

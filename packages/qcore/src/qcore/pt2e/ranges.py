@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.fx import GraphModule
+from torch.fx import GraphModule, Node
 from torchao.quantization.pt2e import HistogramObserver, PerChannelMinMaxObserver
 
 from qcore.int8.calibration import InputRecorder
@@ -45,6 +45,7 @@ from qcore.pt2e.range_graph import (
     positions_of,
 )
 from qcore.pt2e.range_plan import ModelPlan, input_quant_max, input_statistics
+from qcore.pt2e.range_reach import residual_paths
 
 __all__ = [
     "RangeRule",
@@ -244,10 +245,11 @@ def link_weight_observers(
 ) -> None:
     """Link every :class:`TargetPerChannelWeightObserver` to its layer's input observer, which
     starts recording calibration inputs (``calibrated``), or puts the two in the model's
-    plan (``budgeted``). A quantizer's ``prepare_obs_or_fq_callback``."""
-    del model
+    plan (``budgeted``), with the planned layers' ways through the graph's residual adds.
+    A quantizer's ``prepare_obs_or_fq_callback``."""
     plan = ModelPlan()
     users = dict.fromkeys(key[1] for key in edge_or_node_to_obs_or_fq if isinstance(key, tuple))
+    planned: dict[str, Node] = {}
     for node in users:  # graph order: the plan breaks ties by it
         dims = WEIGHTED_OPS.get(node.target)
         if dims is None:  # (a weighted op's schema requires its input and weight)
@@ -268,6 +270,7 @@ def link_weight_observers(
                 gated=is_gated(node),
             )
             weight_obs.plan = plan
+            planned[node.name] = node
             if isinstance(input_obs, TargetHistogramObserver):
                 input_obs.plan = plan
         geometry = geometry_of(node, dims)
@@ -278,3 +281,5 @@ def link_weight_observers(
             recorder = _RECORDERS[input_obs] = InputRecorder()
             input_obs.register_forward_hook(recorder.hook)
         weight_obs.link = _Link(weakref.ref(input_obs), geometry, shape, node.name)
+    if planned:
+        plan.paths = residual_paths(model.graph.nodes, edge_or_node_to_obs_or_fq, planned)
