@@ -21,6 +21,7 @@ Needs torchao and the x86 package's test helpers (``packages/qinductor-x86/tests
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -125,12 +126,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--torchvision", action="store_true", help="torchvision's own models, not the replicas")
     parser.add_argument("--rules", nargs="+", choices=RULES, default=list(RULES))
     parser.add_argument("--size", type=int, default=112, help="torchvision's models: input height and width")
+    parser.add_argument("--seed", type=int, default=0, help="the replicas' seed (weights and inputs; 0: the zoo's)")
     args = parser.parse_args(argv)
     names, rules = args.names, args.rules
     torch.set_num_threads(1)
     rows = []
     with qcore.host.targeting("avx2"):
-        for case in torchvision_cases(args.size) if args.torchvision else architecture_cases():
+        cases = torchvision_cases(args.size) if args.torchvision else architecture_cases()
+        for case in (dataclasses.replace(c, seed=args.seed) for c in cases):
             if names and case.name not in names:
                 continue
             start = time.time()

@@ -15,6 +15,7 @@ from torch.fx import Node
 from qcore.int8.saturation import Geometry
 
 __all__ = [
+    "ADDS",
     "WEIGHTED_OPS",
     "geometry_of",
     "input_shape_of",
@@ -33,6 +34,8 @@ WEIGHTED_OPS: Mapping[Any, int] = {
     _aten.conv3d.default: 3,
 }
 _CONVS = frozenset(op for op, dims in WEIGHTED_OPS.items() if dims)
+#: A tensor add: a residual connection where both operands are tensors.
+ADDS = frozenset({_aten.add.Tensor, _aten.add_.Tensor})
 
 
 def _spatial(value: Any, dims: int, default: int) -> tuple[int, ...] | None:

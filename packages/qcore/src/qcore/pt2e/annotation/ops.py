@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qcore.pt2e.range_graph import ADDS
+
 aten = torch.ops.aten
 RELU = frozenset({aten.relu.default, aten.relu_.default})
 LINEAR = frozenset({aten.linear.default})
@@ -36,7 +38,7 @@ CONV = frozenset(
 CONV_TRANSPOSE = frozenset(
     {aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input}
 )
-ADD = frozenset({aten.add.Tensor, aten.add_.Tensor})
+ADD = ADDS  # (declared where the range plan, a layer below, reads residual adds)
 MUL = frozenset({aten.mul.Tensor, aten.mul_.Tensor})
 CAT = frozenset({aten.cat.default})
 ADAPTIVE_AVG_POOL2D = frozenset({aten.adaptive_avg_pool2d.default})
