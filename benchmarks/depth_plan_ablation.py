@@ -11,7 +11,7 @@ how much either changes the eager converted model's SQNR against float (mean ove
 held-out batches), beside the plan's prices and the layer's share of multiply-adds.
 Positive: the change helps. torchao 0.18's eager SQNR is the reference line.
 
-    python benchmarks/depth_plan_ablation.py mobilenet_v3 [--batches 8]
+    python benchmarks/depth_plan_ablation.py mobilenet_v3 [--batches 8] [--seed 0]
 
 Needs torchao and the x86 package's test helpers (``packages/qinductor-x86/tests``).
 """
@@ -64,9 +64,10 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("name", help="a replica of qcore.zoo.architectures")
     parser.add_argument("--batches", type=int, default=8, help="held-out batches, from 50")
+    parser.add_argument("--seed", type=int, default=0, help="the replica's seed (0: the zoo's)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    case = architecture(args.name)
+    case = dataclasses.replace(architecture(args.name), seed=args.seed)
     model = case.model()
     calibration = [case.inputs(b) for b in range(1, 4)]
     held_out = [case.inputs(b) for b in range(50, 50 + args.batches)]
