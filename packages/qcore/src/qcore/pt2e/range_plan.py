@@ -7,8 +7,9 @@ time any of them computes its qparams (weights and inputs are converted in graph
 and an input's 7-bit range must be known before its quantize is written): each layer is
 priced (:mod:`qcore.int8.noise`), weighted by how much of its noise its residual adds let
 through to the output (:mod:`qcore.pt2e.range_reach`), :func:`qcore.int8.depth_plan.choose`
-decides, and every observer reads its part. An input observer shared by several layers (one tensor, one
-quantize, however many readers) is one group: its range is chosen once for all of them.
+decides, and every observer reads its part. An input observer shared by several layers
+(one tensor, one quantize, however many readers) is one group: its range is chosen once
+for all of them.
 Calibrating again, or syncing observers across processes, changes the input observers and
 makes a new plan.
 """

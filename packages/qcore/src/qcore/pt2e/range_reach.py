@@ -8,9 +8,9 @@ way to the output (the largest over its ways). A branch's output rarely has an o
 its own (the quantizer fuses the layer with the add), so its share is ``1 - P(b) / P(y)``
 from the other operand's, as if the two were uncorrelated (on the zoo's MobileNetV3,
 RegNet and Swin within 0.07 of the share on float activations; a layer's reach on
-MobileNetV3 and MnasNet within 0.15, test_plan_reach.py). An add whose output power no observer gives dilutes
-nothing: where an activation follows it (ResNet's relu), the quantizer observes the
-activation's output, whose power is not the add's. :func:`residual_paths` reads the graph
+MobileNetV3 and MnasNet within 0.14, test_plan_reach.py). An add whose output power no
+observer gives dilutes nothing: where an activation follows it (ResNet's relu), the
+quantizer observes the activation's output, whose power is not the add's. :func:`residual_paths` reads the graph
 once, when the observers are made (it keeps observers, not nodes: convert rewrites the
 graph); :meth:`ResidualPaths.reach` reads the observers when the plan is made.
 """
