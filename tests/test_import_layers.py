@@ -220,6 +220,7 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "qcore.pt2e.range_plan",
                 "qcore.pt2e.range_graph",
                 "qcore.pt2e.range_reach",
+                "qcore.pt2e.histogram",
                 "qcore.plugins.renamed",
                 "qcore.errors",
                 "qcore.metrics",

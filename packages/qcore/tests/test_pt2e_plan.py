@@ -23,6 +23,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationConfig, Quantization
 from qcore import host
 from qcore.int8.depth_plan import DOUBLED_MAC_BUDGET, DepthPlan
 from qcore.pt2e.annotation.registry_quantizer import RegistryQuantizer
+from qcore.pt2e.histogram import HistogramObserver as FastSearch
 from qcore.pt2e.range_plan import ModelPlan
 from qcore.pt2e.ranges import (
     TargetHistogramObserver,
@@ -118,8 +119,10 @@ def test_every_layer_is_exact_at_single_depth_or_doubled_within_the_budget() -> 
 
 
 def test_a_target_with_vnni_builds_torchaos_observers() -> None:
+    """torchao's histogram observer (its search walked faster: test_pt2e_histogram.py)
+    and torchao's per-channel weight observer, with no plan of qcore's."""
     with host.targeting("avx512_vnni"):
-        assert type(activation_observer_ctr(rule="budgeted")()) is HistogramObserver
+        assert type(activation_observer_ctr(rule="budgeted")()) is FastSearch
         assert type(weight_observer_ctr(rule="budgeted")()) is PerChannelMinMaxObserver
     converted = _convert("avx512_vnni")
     assert all(q[3] == 255 for q in _layers(converted).values())

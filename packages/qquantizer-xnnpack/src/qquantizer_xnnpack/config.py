@@ -9,7 +9,6 @@ import torch
 from torchao.quantization.pt2e import (
     FakeQuantize,
     FusedMovingAvgObsFakeQuantize,
-    HistogramObserver,
     MinMaxObserver,
     MovingAverageMinMaxObserver,
     MovingAveragePerChannelMinMaxObserver,
@@ -17,6 +16,8 @@ from torchao.quantization.pt2e import (
     PlaceholderObserver,
 )
 from torchao.quantization.pt2e.quantizer import QuantizationConfig, QuantizationSpec
+
+from qcore.pt2e.histogram import HistogramObserver
 
 #: XNNPACK rejects scales below this, so observers never produce one.
 EPS = 2**-12

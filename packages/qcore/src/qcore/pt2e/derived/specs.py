@@ -32,6 +32,7 @@ from torchao.quantization.pt2e.quantizer import (
 )
 
 from qcore._torch_private import observer_constructor_parts
+from qcore.pt2e.histogram import HistogramObserver
 from qcore.pt2e.ranges import weight_observer_ctr
 
 #: torch.ao quantized dtypes -> the plain dtypes PT2E specs use.
@@ -70,7 +71,8 @@ def _torchao_ctr(ctr: Any) -> Any:
     cls = _base_class(ctr)
     if cls.__name__ == "TargetWeightObserver":
         return weight_observer_ctr("calibrated")
-    twin = getattr(ao_obs, cls.__name__, None)
+    # torchao's histogram observer, its range search walked faster (the same ranges)
+    twin = HistogramObserver if cls.__name__ == "HistogramObserver" else getattr(ao_obs, cls.__name__, None)
     if twin is None:
         raise NotDerivable(f"observer {cls.__module__}.{cls.__qualname__} has no torchao twin")
     kwargs = {k: v for k, v in _keywords(ctr).items() if k not in _FIELDS}

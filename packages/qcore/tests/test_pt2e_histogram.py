@@ -1,0 +1,103 @@
+"""qcore's histogram observer returns torchao's range bit for bit: its search, run on
+Python floats, against torchao's own method on the same observer state, over histograms
+of the shapes calibration produces (a spike of zeros after a ReLU, heavy tails, a constant
+tensor, a lone outlier; integer counts whose quantile bounds fall on a cumulative sum),
+and the qparams ``convert_pt2e`` writes from it. (That each first-party quantizer builds
+it: tests/test_histogram_observer.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torchao.quantization.pt2e import HistogramObserver as TorchaoHistogramObserver
+
+from qcore.pt2e.histogram import HistogramObserver, _as_float32
+
+Batch = Callable[[torch.Generator], torch.Tensor]
+
+#: name -> one calibration batch; each observer sees three
+SHAPES: dict[str, Batch] = {
+    "normal": lambda g: torch.randn(4, 64, 8, 8, generator=g),
+    "after relu": lambda g: F.relu(torch.randn(4, 64, 8, 8, generator=g)),
+    "mostly zeros": lambda g: torch.randn(4, 4096, generator=g) * (torch.rand(4, 4096, generator=g) < 0.05),
+    "hardswish": lambda g: F.hardswish(3 * torch.randn(4, 4096, generator=g)),
+    "heavy tails": lambda g: torch.randn(4096, generator=g) / torch.rand(4096, generator=g).clamp_min(1e-3),
+    "one outlier": lambda g: torch.cat([torch.rand(4095, generator=g), torch.tensor([80.0])]),
+    "shifted and scaled": lambda g: 7 * torch.rand(1, generator=g) * torch.randn(2048, generator=g) + 3,
+    "constant": lambda g: torch.full((256,), 0.75),
+}
+
+
+def _observed(shape: str, seed: int, **kwargs: object) -> HistogramObserver:
+    generator = torch.Generator().manual_seed(seed)
+    observer = HistogramObserver(**kwargs)
+    for _ in range(3):
+        observer(SHAPES[shape](generator))
+    return observer
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_search_returns_torchaos_range_bit_for_bit(shape: str) -> None:
+    for seed in range(6):
+        observer = _observed(shape, seed)
+        ours = observer._non_linear_param_search()
+        theirs = TorchaoHistogramObserver._non_linear_param_search(observer)
+        assert [t.item() for t in ours] == [t.item() for t in theirs], (shape, seed)
+
+
+def _counted(tail: float, spike_bins: int, total: float, left: bool) -> HistogramObserver:
+    """A histogram set by hand: integer counts summing to ``total`` (1e5 or a multiple),
+    ``tail`` in every bin on one side of a spike of ``spike_bins`` random counts. The
+    bounds ``k * 1e-5 * total`` then land on cumulative counts, or a rounding away from
+    them, where comparing in float64 instead of float32 moves a bound one bin."""
+    counts = torch.zeros(2048)
+    spike = 2048 - spike_bins if left else 0
+    if left:
+        counts[:spike] = tail
+    else:
+        counts[spike + spike_bins :] = tail
+    weights = torch.rand(spike_bins, generator=torch.Generator().manual_seed(spike_bins))
+    rest = total - counts.sum().item()
+    counts[spike : spike + spike_bins] = torch.floor(weights / weights.sum() * rest)
+    counts[spike] += total - counts.sum()
+    observer = HistogramObserver()
+    observer.histogram, observer.min_val, observer.max_val = counts, torch.tensor(-3.0), torch.tensor(5.0)
+    return observer
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["left tail", "right tail"])
+def test_bounds_on_cumulative_counts_give_torchaos_range_bit_for_bit(left: bool) -> None:
+    for tail in (1.0, 2.0, 5.0):
+        for spike_bins in (8, 64, 248):
+            for total in (1e5, 2e5, 3e5, 1e6, 3.3e7):
+                observer = _counted(tail, spike_bins, total, left)
+                ours = observer._non_linear_param_search()
+                theirs = TorchaoHistogramObserver._non_linear_param_search(observer)
+                assert [t.item() for t in ours] == [t.item() for t in theirs], (tail, spike_bins, total)
+
+
+@pytest.mark.parametrize("dtype", [torch.quint8, torch.qint8])
+def test_the_qparams_are_torchaos(dtype: torch.dtype) -> None:
+    """What ``convert_pt2e`` reads: scale and zero point, for both int8 kinds, with the
+    observer's state (histogram, range) left as torchao's leaves it."""
+    for shape in SHAPES:
+        observer = _observed(shape, 0, dtype=dtype)
+        twin = TorchaoHistogramObserver(dtype=dtype)
+        twin.load_state_dict(observer.state_dict())
+        scale, zero_point = observer.calculate_qparams()
+        their_scale, their_zero_point = twin.calculate_qparams()
+        assert scale.item() == their_scale.item() and zero_point.item() == their_zero_point.item(), shape
+
+
+def test_a_bound_is_compared_as_torch_compares_it() -> None:
+    """torch compares a float32 tensor with a Python float after rounding the float to
+    float32: the walk must see the same ties."""
+    cumulative = torch.tensor([1.0, 3.0, 16_777_216.0])
+    for value in cumulative:
+        for bound in (value.item() * (1 + 1e-9), value.item() * (1 - 1e-9), value.item() + 0.7):
+            assert bool(value < bound) == (value.item() < _as_float32(bound))
+            assert bool(value > bound) == (value.item() > _as_float32(bound))
+    assert _as_float32(1.0 + 1e-9) == 1.0 and 1.0 + 1e-9 != 1.0
