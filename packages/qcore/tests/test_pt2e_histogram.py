@@ -48,17 +48,19 @@ def test_the_search_returns_torchaos_range_bit_for_bit(shape: str) -> None:
         assert [t.item() for t in ours] == [t.item() for t in theirs], (shape, seed)
 
 
-def _counted(tail: float, spike_bins: int, total: float, left: bool) -> HistogramObserver:
+def _counted(tail: float, spike_bins: int, total: float, side: str) -> HistogramObserver:
     """A histogram set by hand: integer counts summing to ``total`` (1e5 or a multiple),
-    ``tail`` in every bin on one side of a spike of ``spike_bins`` random counts. The
-    bounds ``k * 1e-5 * total`` then land on cumulative counts, or a rounding away from
-    them, where comparing in float64 instead of float32 moves a bound one bin."""
+    ``tail`` in every bin on the ``side`` of a spike of ``spike_bins`` random counts
+    (``both``: a tail twice as long and a third as dense on the left, so that both bounds
+    move, the left one first). The bounds ``k * 1e-5 * total`` then land
+    on cumulative counts, or a rounding away from them, where comparing in float64 instead
+    of float32 moves a bound one bin."""
     counts = torch.zeros(2048)
-    spike = 2048 - spike_bins if left else 0
-    if left:
+    spike = {"left": 2048 - spike_bins, "right": 0, "both": 1365 - spike_bins // 2}[side]
+    if side in ("left", "both"):
         counts[:spike] = tail
-    else:
-        counts[spike + spike_bins :] = tail
+    if side in ("right", "both"):
+        counts[spike + spike_bins :] = tail if side == "right" else 3 * tail
     weights = torch.rand(spike_bins, generator=torch.Generator().manual_seed(spike_bins))
     rest = total - counts.sum().item()
     counts[spike : spike + spike_bins] = torch.floor(weights / weights.sum() * rest)
@@ -68,12 +70,12 @@ def _counted(tail: float, spike_bins: int, total: float, left: bool) -> Histogra
     return observer
 
 
-@pytest.mark.parametrize("left", [True, False], ids=["left tail", "right tail"])
-def test_bounds_on_cumulative_counts_give_torchaos_range_bit_for_bit(left: bool) -> None:
+@pytest.mark.parametrize("side", ["left", "right", "both"])
+def test_bounds_on_cumulative_counts_give_torchaos_range_bit_for_bit(side: str) -> None:
     for tail in (1.0, 2.0, 5.0):
         for spike_bins in (8, 64, 248):
             for total in (1e5, 2e5, 3e5, 1e6, 3.3e7):
-                observer = _counted(tail, spike_bins, total, left)
+                observer = _counted(tail, spike_bins, total, side)
                 ours = observer._non_linear_param_search()
                 theirs = TorchaoHistogramObserver._non_linear_param_search(observer)
                 assert [t.item() for t in ours] == [t.item() for t in theirs], (tail, spike_bins, total)

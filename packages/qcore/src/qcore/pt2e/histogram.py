@@ -4,9 +4,9 @@ torchao's ``HistogramObserver._non_linear_param_search`` moves the two quantile 
 in steps of 1e-5 and reads the cumulative histogram one element at a time, each read and
 comparison a 0-dim tensor operation of several microseconds: up to 100,000 steps per
 observer, most of ``convert_pt2e``'s time on a small model. This search takes the
-cumulative sums once, as Python floats, and compares each with its bound rounded to
-float32, as torch's comparison of a float32 tensor with a Python scalar does; the error of
-each candidate range is torchao's own method. The range it returns is torchao's, bit for
+cumulative sums once, as Python floats, finds each bound's bin by bisection, comparing
+with the bound rounded to float32 as torch's comparison of a float32 tensor with a Python
+scalar does, and computes the error of each candidate range with torchao's own method. The range it returns is torchao's, bit for
 bit (``tests/test_pt2e_histogram.py`` compares the two on many histograms).
 
 The class keeps torchao's name: the distributed sync rules and the annotation records
@@ -16,6 +16,7 @@ read observers by class, and this one is torchao's in everything it stores.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 import torch
@@ -28,6 +29,9 @@ _FLOAT32 = struct.Struct("f")
 
 #: torchao's step of the quantile bounds
 _STEP = 1e-5
+#: More steps than the walk can take (one bound moves by a step each time): the walk ends
+#: by itself; the cap keeps a broken edit of it from running forever
+_MAX_STEPS = 2 * round(1 / _STEP)
 
 
 def _as_float32(value: float) -> float:
@@ -51,14 +55,16 @@ class HistogramObserver(TorchaoHistogramObserver):  # type: ignore[misc]  # torc
         alpha, beta = 0.0, 1.0
         start_bin, end_bin = 0, bins - 1
         norm_min = float("inf")
-        while alpha < beta:
+        for _ in range(_MAX_STEPS):
+            if not alpha < beta:
+                break
             next_alpha, next_beta = alpha + _STEP, beta - _STEP
             low, high = _as_float32(next_alpha * total), _as_float32(next_beta * total)
-            left, right = start_bin, end_bin
-            while left < end_bin and cumulative[left] < low:
-                left += 1
-            while right > start_bin and cumulative[right] > high:
-                right -= 1
+            # torchao scans bin by bin; the sums never decrease, so a bisection finds the
+            # same bins: the first from start_bin whose sum reaches low (end_bin if none),
+            # the last down to end_bin whose sum is within high (start_bin if none)
+            left = bisect_left(cumulative, low, start_bin, end_bin)
+            right = bisect_right(cumulative, high, start_bin + 1, end_bin + 1) - 1
             next_start, next_end = start_bin, end_bin
             if left - start_bin > end_bin - right:
                 next_start, alpha = left, next_alpha
