@@ -81,6 +81,18 @@ def test_bounds_on_cumulative_counts_give_torchaos_range_bit_for_bit(side: str) 
                 assert [t.item() for t in ours] == [t.item() for t in theirs], (tail, spike_bins, total)
 
 
+@pytest.mark.parametrize("bad", [-4e4, float("nan")], ids=["negative", "nan"])
+def test_a_count_no_calibration_makes_gets_torchaos_scan(bad: float) -> None:
+    """A bisection assumes sums that never decrease; with a negative (or NaN) count the
+    scan bin by bin and a bisection part ways, and the observer must give torchao's."""
+    observer = _counted(1.0, 64, 1e5, "both")
+    observer.histogram[0] = 4e4  # the first sum above every early bound, the next ones not
+    observer.histogram[1] = bad
+    ours = observer._non_linear_param_search()
+    theirs = TorchaoHistogramObserver._non_linear_param_search(observer)
+    assert [t.item() for t in ours] == [t.item() for t in theirs]
+
+
 @pytest.mark.parametrize("dtype", [torch.quint8, torch.qint8])
 def test_the_qparams_are_torchaos(dtype: torch.dtype) -> None:
     """What ``convert_pt2e`` reads: scale and zero point, for both int8 kinds, with the

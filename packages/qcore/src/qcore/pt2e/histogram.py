@@ -48,6 +48,11 @@ class HistogramObserver(TorchaoHistogramObserver):  # type: ignore[misc]  # torc
         histogram: Tensor = self.histogram
         bins: int = self.bins
         assert histogram.size()[0] == bins, "bins mismatch"
+        if not bool((histogram >= 0).all()):
+            # a bisection needs sums that never decrease: a negative or NaN count (no
+            # calibration makes one) gets torchao's own scan
+            theirs: tuple[Tensor, Tensor] = super()._non_linear_param_search()
+            return theirs
         bin_width = (self.max_val - self.min_val) / bins
         total = torch.sum(histogram).item()
         cumulative: list[float] = torch.cumsum(histogram, dim=0).tolist()
