@@ -6,8 +6,9 @@ comparison a 0-dim tensor operation of several microseconds: up to 100,000 steps
 observer, most of ``convert_pt2e``'s time on a small model. This search takes the
 cumulative sums once, as Python floats, finds each bound's bin by bisection, comparing
 with the bound rounded to float32 as torch's comparison of a float32 tensor with a Python
-scalar does, and computes the error of each candidate range with torchao's own method. The range it returns is torchao's, bit for
-bit (``tests/test_pt2e_histogram.py`` compares the two on many histograms).
+scalar does, and computes the error of each candidate range with torchao's own method.
+The range it returns is torchao's, bit for bit (qcore's ``test_pt2e_histogram.py``
+compares the two on many histograms).
 
 The class keeps torchao's name: the distributed sync rules and the annotation records
 read observers by class, and this one is torchao's in everything it stores.
