@@ -345,3 +345,11 @@ def fx_node_scopes(prepared: GraphModule) -> dict[str, tuple[str, Any]]:
 
 
 # end accuracy-driven tuning ------------------------------------------------------------
+
+
+def histogram_range_error(observer: Any, start_bin: int, end_bin: int) -> Any:
+    """torchao's L2 quantization error of a ``HistogramObserver``'s histogram with its range
+    cut to bins ``[start_bin, end_bin]`` (its private ``_compute_quantization_error``).
+    ``qcore.pt2e.histogram`` overrides the observer's private ``_non_linear_param_search``,
+    which calls this for each candidate range; both names are torchao 0.18's."""
+    return observer._compute_quantization_error(start_bin, end_bin)

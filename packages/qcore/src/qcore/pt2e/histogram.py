@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left, bisect_right
-from typing import Any
 
 import torch
 from torch import Tensor
 from torchao.quantization.pt2e import HistogramObserver as TorchaoHistogramObserver
+
+from qcore._torch_private import histogram_range_error
 
 __all__ = ["HistogramObserver"]
 
@@ -78,7 +79,7 @@ class HistogramObserver(TorchaoHistogramObserver):  # type: ignore[misc]  # torc
                 next_end, beta = right, next_beta
             if (next_start, next_end) == (start_bin, end_bin):
                 continue
-            norm: Any = self._compute_quantization_error(next_start, next_end)
+            norm = histogram_range_error(self, next_start, next_end)
             if norm > norm_min:
                 break
             norm_min, start_bin, end_bin = norm, next_start, next_end
