@@ -1,6 +1,6 @@
 """Every first-party PT2E quantizer observes its static activations with qcore's histogram
 observer (torchao's, its range search walked faster to the same range:
-packages/qcore/tests/test_pt2e_histogram.py) wherever it would build torchao's: x86 and
+packages/qcore/tests/test_histogram_search.py) wherever it would build torchao's: x86 and
 XNNPACK, and the quantizers derived from the onednn and executorch FX backends."""
 
 from __future__ import annotations

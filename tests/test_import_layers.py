@@ -216,6 +216,7 @@ QCORE_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "qcore.int8",
                 "qcore.fx.dtypes",
                 "qcore.fx.ranges",
+                "qcore.fx.histogram",
                 "qcore.pt2e.ranges",
                 "qcore.pt2e.range_plan",
                 "qcore.pt2e.range_graph",

@@ -119,7 +119,7 @@ def test_every_layer_is_exact_at_single_depth_or_doubled_within_the_budget() -> 
 
 
 def test_a_target_with_vnni_builds_torchaos_observers() -> None:
-    """torchao's histogram observer (its search walked faster: test_pt2e_histogram.py)
+    """torchao's histogram observer (its search walked faster: test_histogram_search.py)
     and torchao's per-channel weight observer, with no plan of qcore's."""
     with host.targeting("avx512_vnni"):
         assert type(activation_observer_ctr(rule="budgeted")()) is FastSearch

@@ -348,8 +348,9 @@ def fx_node_scopes(prepared: GraphModule) -> dict[str, tuple[str, Any]]:
 
 
 def histogram_range_error(observer: Any, start_bin: int, end_bin: int) -> Any:
-    """torchao's L2 quantization error of a ``HistogramObserver``'s histogram with its range
-    cut to bins ``[start_bin, end_bin]`` (its private ``_compute_quantization_error``).
-    ``qcore.pt2e.histogram`` overrides the observer's private ``_non_linear_param_search``,
-    which calls this for each candidate range; both names are torchao 0.18's."""
+    """The L2 quantization error of a histogram observer's histogram with its range cut to
+    bins ``[start_bin, end_bin]`` (the private ``_compute_quantization_error`` of torch.ao's
+    ``HistogramObserver`` and of torchao's copy). ``qcore.int8.histogram_search`` walks the
+    range search both override (their private ``_non_linear_param_search``) and calls this
+    for each candidate range; the names are torch 2.13 - 2.15's and torchao 0.18's."""
     return observer._compute_quantization_error(start_bin, end_bin)

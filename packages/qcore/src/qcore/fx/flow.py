@@ -37,6 +37,7 @@ from torch.fx import GraphModule
 from torch.utils.hooks import RemovableHandle
 
 from qcore.errors import FxTraceError
+from qcore.fx.histogram import with_faster_histograms
 from qcore.fx.native import bind_engine, copy_summed_inputs
 from qcore.fx.normalize import (
     PositionalFunctionals,
@@ -97,12 +98,13 @@ def prepare(
     """``prepare_fx`` (``prepare_qat_fx`` with ``is_qat``) for qcore backend ``backend``.
 
     ``mapping`` defaults to the backend's own (``qcore.get_qconfig_mapping``), built for
-    the current target CPU. Calibrate the result (PTQ) or train it (QAT), then call
+    the current target CPU, with torch's histogram observers swapped for qcore's twin
+    (``qcore.fx.histogram``: the same ranges, found faster). Calibrate the result (PTQ) or train it (QAT), then call
     :func:`convert`. Other keywords (``prepare_custom_config``) go to torch.
     """
     config = get_backend_config(backend)
     if mapping is None:
-        mapping = get_qconfig_mapping(backend, is_qat=is_qat, model=model)
+        mapping = with_faster_histograms(get_qconfig_mapping(backend, is_qat=is_qat, model=model))
     torch_prepare = prepare_qat_fx if is_qat else prepare_fx
     try:
         with PositionalFunctionals():

@@ -424,6 +424,7 @@ def _check_prepare_convert(
     import torch
     from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
 
+    from qcore.fx.histogram import with_faster_histograms
     from qcore.fx.patterns import UnfusablePattern
     from qcore.testing.left_float import contradiction, float_weighted, unmapped
     from qcore.testing.patterns import pattern_tree
@@ -442,7 +443,9 @@ def _check_prepare_convert(
 
     stage = "qconfig mapping"
     try:
-        qconfig_mapping = mapping(case.model, False)
+        # torch's histogram observers give way to qcore's twin: the same ranges, found
+        # without most of convert's time (qcore.fx.histogram)
+        qconfig_mapping = with_faster_histograms(mapping(case.model, False))
         # a failing GraphModule prints its generated source to stderr; the detail suffices
         with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
             expected = _flatten(case.model(*inputs()))
