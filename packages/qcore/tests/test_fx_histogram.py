@@ -15,9 +15,10 @@ from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_m
 from torch.ao.quantization.backend_config import get_onednn_backend_config
 from torch.ao.quantization.observer import HistogramObserver as TorchHistogramObserver
 from torch.ao.quantization.observer import MinMaxObserver, default_per_channel_weight_observer
-from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
 
 import qcore.fx
+from qcore import host
 from qcore._torch_private import ensure_backend_config_utils, observer_constructor_parts
 from qcore.fx.histogram import HistogramObserver, with_faster_histograms
 from qcore.int8.engine import quantized_engine
@@ -48,7 +49,9 @@ def _mixed_mapping() -> QConfigMapping:
     )
     mapping = get_default_qconfig_mapping("x86")
     mapping.set_module_name_regex("block.*", shared).set_module_name("head", shared)
-    mapping.set_module_name_object_type_order("block", nn.Linear, 0, QConfig(_Custom, MinMaxObserver))
+    mapping.set_module_name_object_type_order(
+        "block", nn.Linear, 0, QConfig(_Custom, MinMaxObserver)
+    )
     return mapping.set_object_type(nn.ConvTranspose2d, None)
 
 
@@ -94,44 +97,52 @@ class _Net(nn.Module):
 
 
 def _converted(mapping: QConfigMapping, batches: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """``_Net`` prepared with ``mapping``, calibrated on ``batches``, converted to the
+    reference representation (float ops between quantize and dequantize: no int8 kernel,
+    the same values on any CPU)."""
     torch.manual_seed(0)
     model = _Net().eval()
     prepared = prepare_fx(model, mapping, (batches[0],), backend_config=get_onednn_backend_config())
     with torch.no_grad():
         for batch in batches:
             prepared(batch)
-    return convert_fx(prepared, backend_config=get_onednn_backend_config())
+    return convert_to_reference_fx(prepared, backend_config=get_onednn_backend_config())
 
 
 def test_a_model_prepared_either_way_converts_to_the_same_model_exactly() -> None:
     generator = torch.Generator().manual_seed(3)
     batches = [torch.relu(torch.randn(2, 3, 8, 8, generator=generator)) * (1 + i) for i in range(3)]
-    with quantized_engine("onednn"):
-        mapping = get_default_qconfig_mapping("onednn")
-        theirs, ours = _converted(mapping, batches), _converted(with_faster_histograms(mapping), batches)
-        held_out = torch.randn(4, 3, 8, 8, generator=generator)
+    mapping = get_default_qconfig_mapping("onednn")
+    theirs, ours = (
+        _converted(mapping, batches),
+        _converted(with_faster_histograms(mapping), batches),
+    )
+    qparams = _activation_qparams(theirs)
+    # three ranges the search chose: the input's, the conv's (relu) output's (quantized
+    # again after the flatten, with the same qparams) and the linear's output's
+    assert len(set(qparams)) == 3, qparams
+    assert _activation_qparams(ours) == qparams
+    held_out = torch.randn(4, 3, 8, 8, generator=generator)
+    with torch.no_grad():
         assert torch.equal(theirs(held_out), ours(held_out))
-    assert _qparams(theirs) == _qparams(ours)
-    assert any(name.startswith("module") for name in _qparams(theirs))  # outputs of the layers
 
 
-def _qparams(converted: torch.fx.GraphModule) -> dict[str, float]:
-    """Every activation scale and zero point of ``converted``: the input quantize's (graph
-    attributes) and each quantized layer's output ones (module attributes)."""
-    found = {
-        f"attr {n.target}": float(getattr(converted, str(n.target)))
-        for n in converted.graph.nodes
-        if n.op == "get_attr" and ("scale" in str(n.target) or "zero_point" in str(n.target))
-    }
-    for name, module in converted.named_modules():
-        for field in ("scale", "zero_point"):
-            if isinstance(getattr(module, field, None), (float, int)):
-                found[f"module {name}.{field}"] = float(getattr(module, field))
+def _activation_qparams(converted: torch.fx.GraphModule) -> list[tuple[float, int]]:
+    """(scale, zero point) of every per-tensor quantize of ``converted``, in graph order."""
+    found = []
+    for node in converted.graph.nodes:
+        if node.target is torch.quantize_per_tensor:
+            scale, zero_point = (getattr(converted, str(arg.target)) for arg in node.args[1:3])
+            found.append((float(scale), int(zero_point)))
     return found
 
 
-def test_qcore_fx_prepare_calibrates_with_the_twin_by_default(torch_onednn_plugins: None) -> None:
-    with quantized_engine("onednn"):
+@pytest.mark.parametrize("target", ["avx2", "avx512_vnni"])
+def test_qcore_fx_prepare_calibrates_with_the_twin_by_default(
+    torch_onednn_plugins: None, target: str
+) -> None:
+    """On either kind of CPU (a saturating one changes the weight observers only)."""
+    with quantized_engine("onednn"), host.targeting(target):
         prepared = qcore.fx.prepare(_Net().eval(), "fxnative", (torch.randn(2, 3, 8, 8),))
     histograms = [type(m) for m in prepared.modules() if isinstance(m, TorchHistogramObserver)]
     assert histograms and set(histograms) == {HistogramObserver}
@@ -149,8 +160,16 @@ def test_the_conformance_kit_calibrates_with_the_twin(monkeypatch: pytest.Monkey
 
         return counted
 
-    monkeypatch.setattr(HistogramObserver, "_non_linear_param_search", counting("ours", HistogramObserver._non_linear_param_search))
-    monkeypatch.setattr(TorchHistogramObserver, "_non_linear_param_search", counting("torch", TorchHistogramObserver._non_linear_param_search))
+    monkeypatch.setattr(
+        HistogramObserver,
+        "_non_linear_param_search",
+        counting("ours", HistogramObserver._non_linear_param_search),
+    )
+    monkeypatch.setattr(
+        TorchHistogramObserver,
+        "_non_linear_param_search",
+        counting("torch", TorchHistogramObserver._non_linear_param_search),
+    )
     ensure_backend_config_utils()
     config = get_onednn_backend_config()
     conv = [c for c in config.configs if c.pattern is nn.Conv2d]

@@ -41,11 +41,17 @@ Batch = Callable[[torch.Generator], torch.Tensor]
 SHAPES: dict[str, Batch] = {
     "normal": lambda g: torch.randn(4, 64, 8, 8, generator=g),
     "after relu": lambda g: F.relu(torch.randn(4, 64, 8, 8, generator=g)),
-    "mostly zeros": lambda g: torch.randn(4, 4096, generator=g) * (torch.rand(4, 4096, generator=g) < 0.05),
+    "mostly zeros": lambda g: (
+        torch.randn(4, 4096, generator=g) * (torch.rand(4, 4096, generator=g) < 0.05)
+    ),
     "hardswish": lambda g: F.hardswish(3 * torch.randn(4, 4096, generator=g)),
-    "heavy tails": lambda g: torch.randn(4096, generator=g) / torch.rand(4096, generator=g).clamp_min(1e-3),
+    "heavy tails": lambda g: (
+        torch.randn(4096, generator=g) / torch.rand(4096, generator=g).clamp_min(1e-3)
+    ),
     "one outlier": lambda g: torch.cat([torch.rand(4095, generator=g), torch.tensor([80.0])]),
-    "shifted and scaled": lambda g: 7 * torch.rand(1, generator=g) * torch.randn(2048, generator=g) + 3,
+    "shifted and scaled": lambda g: (
+        7 * torch.rand(1, generator=g) * torch.randn(2048, generator=g) + 3
+    ),
     "constant": lambda g: torch.full((256,), 0.75),
 }
 
@@ -59,7 +65,9 @@ def _observed(ours: type[Any], shape: str, seed: int, **kwargs: object) -> Any:
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_the_search_returns_upstreams_range_bit_for_bit(twin: tuple[type[Any], type[Any]], shape: str) -> None:
+def test_the_search_returns_upstreams_range_bit_for_bit(
+    twin: tuple[type[Any], type[Any]], shape: str
+) -> None:
     ours_cls, upstream = twin
     assert issubclass(ours_cls, upstream) and ours_cls.__name__ == upstream.__name__
     for seed in range(6):
@@ -87,7 +95,11 @@ def _counted(ours: type[Any], tail: float, spike_bins: int, total: float, side: 
     counts[spike : spike + spike_bins] = torch.floor(weights / weights.sum() * rest)
     counts[spike] += total - counts.sum()
     observer = ours()
-    observer.histogram, observer.min_val, observer.max_val = counts, torch.tensor(-3.0), torch.tensor(5.0)
+    observer.histogram, observer.min_val, observer.max_val = (
+        counts,
+        torch.tensor(-3.0),
+        torch.tensor(5.0),
+    )
     return observer
 
 
@@ -102,11 +114,17 @@ def test_bounds_on_cumulative_counts_give_upstreams_range_bit_for_bit(
                 observer = _counted(ours_cls, tail, spike_bins, total, side)
                 ours = observer._non_linear_param_search()
                 theirs = upstream._non_linear_param_search(observer)
-                assert [t.item() for t in ours] == [t.item() for t in theirs], (tail, spike_bins, total)
+                assert [t.item() for t in ours] == [t.item() for t in theirs], (
+                    tail,
+                    spike_bins,
+                    total,
+                )
 
 
 @pytest.mark.parametrize("bad", [-4e4, float("nan")], ids=["negative", "nan"])
-def test_a_count_no_calibration_makes_gets_upstreams_scan(twin: tuple[type[Any], type[Any]], bad: float) -> None:
+def test_a_count_no_calibration_makes_gets_upstreams_scan(
+    twin: tuple[type[Any], type[Any]], bad: float
+) -> None:
     """A bisection assumes sums that never decrease; with a negative (or NaN) count the
     scan bin by bin and a bisection part ways, and the observer must give upstream's."""
     ours_cls, upstream = twin
@@ -129,7 +147,9 @@ def test_the_qparams_are_upstreams(twin: tuple[type[Any], type[Any]], dtype: tor
         theirs.load_state_dict(observer.state_dict())
         scale, zero_point = observer.calculate_qparams()
         their_scale, their_zero_point = theirs.calculate_qparams()
-        assert scale.item() == their_scale.item() and zero_point.item() == their_zero_point.item(), shape
+        assert (
+            scale.item() == their_scale.item() and zero_point.item() == their_zero_point.item()
+        ), shape
 
 
 def test_a_bound_is_compared_as_torch_compares_it() -> None:

@@ -99,8 +99,9 @@ def prepare(
 
     ``mapping`` defaults to the backend's own (``qcore.get_qconfig_mapping``), built for
     the current target CPU, with torch's histogram observers swapped for qcore's twin
-    (``qcore.fx.histogram``: the same ranges, found faster). Calibrate the result (PTQ) or train it (QAT), then call
-    :func:`convert`. Other keywords (``prepare_custom_config``) go to torch.
+    (``qcore.fx.histogram``: the same ranges, found faster). Calibrate the result (PTQ)
+    or train it (QAT), then call :func:`convert`. Other keywords
+    (``prepare_custom_config``) go to torch.
     """
     config = get_backend_config(backend)
     if mapping is None:

@@ -44,7 +44,8 @@ def _faster_qconfig(qconfig: Any, done: dict[int, Any]) -> Any:
     if not isinstance(qconfig, QConfig):
         return qconfig  # None (left in float)
     if id(qconfig) not in done:  # one qconfig object stays one: prepare compares them
-        done[id(qconfig)] = qconfig._replace(activation=_faster(qconfig.activation), weight=_faster(qconfig.weight))
+        activation, weight = _faster(qconfig.activation), _faster(qconfig.weight)
+        done[id(qconfig)] = qconfig._replace(activation=activation, weight=weight)
     return done[id(qconfig)]
 
 
@@ -60,6 +61,9 @@ def with_faster_histograms(mapping: QConfigMapping) -> QConfigMapping:
         faster.set_module_name_regex(regex, _faster_qconfig(qconfig, done))
     for name, qconfig in mapping.module_name_qconfigs.items():
         faster.set_module_name(name, _faster_qconfig(qconfig, done))
-    for (name, object_type, index), qconfig in mapping.module_name_object_type_order_qconfigs.items():
-        faster.set_module_name_object_type_order(name, object_type, index, _faster_qconfig(qconfig, done))
+    orders = mapping.module_name_object_type_order_qconfigs
+    for (name, object_type, index), qconfig in orders.items():
+        faster.set_module_name_object_type_order(
+            name, object_type, index, _faster_qconfig(qconfig, done)
+        )
     return faster
